@@ -1,0 +1,178 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Controller: one memory-accounting world. It owns the group tree (rooted
+// at root()), the per-CPU charge stocks and every tunable. Applications
+// usually make one per process; benchmarks make several with different
+// settings side by side.
+//
+//   auto ctrl = umemcg::Controller::Create({.batch = 64}).value();
+//   umemcg::GroupRef t = ctrl->CreateGroup(ctrl->root(), "tenant").value();
+//   (void)t->SetMax(umemcg::Pages(25600));             // 100 MiB
+//   if (t->TryCharge(umemcg::Pages(3)).ok()) { ...; t->Uncharge(Pages(3)); }
+//
+// Thread safety: every method is safe from any thread. Tree changes
+// (CreateGroup, RemoveGroup) take an exclusive tree lock; lookups and
+// reclaim walks take it shared. Destroying the controller requires that no
+// other thread uses it and that every GroupRef of it has been released.
+
+#ifndef UMEMCG_CONTROLLER_H_
+#define UMEMCG_CONTROLLER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+#include "umemcg/clock.h"
+#include "umemcg/cpu.h"
+#include "umemcg/group.h"
+#include "umemcg/status.h"
+#include "umemcg/units.h"
+
+namespace umemcg {
+
+namespace internal {
+class ChargeStock;
+class ControllerImpl;
+}  // namespace internal
+
+// A contract violation reported instead of crashing (release builds).
+struct ErrorReport {
+  // "underflow": more uncharged than charged (pages = the excess request);
+  // "leak": a group was freed with pages still charged (pages = those);
+  // "oom_victim": an OomOutcome named a group outside the OOM domain.
+  const char* what = "";
+  const Group* group = nullptr;
+  Pages pages;
+};
+using ErrorHook = std::function<void(const ErrorReport&)>;
+
+struct ControllerOptions {
+  // Pages charged per counter walk and cached per CPU per group
+  // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before. 1..127.
+  int batch = 64;
+  // Groups cached per CPU stock (NR_MEMCG_STOCK, 7 since v6.16). 1..16.
+  int stock_slots = 7;
+  // How the current CPU is found; see cpu.h.
+  CpuSource cpu_source = CpuSource::kAuto;
+  // Number of per-CPU shards. 0 = this machine's possible CPUs (sparse ids
+  // are mapped densely). Otherwise 1..4096; ids beyond wrap around.
+  int nr_cpus = 0;
+  // Time and sleeping (memory.high throttling). Null = SystemClock(). Not
+  // owned; must outlive the controller.
+  Clock* clock = nullptr;
+  // memory_recursiveprot: distribute unclaimed parental protection.
+  bool recursive_protection = false;
+  // memory_localevents: hierarchical event counts stay local.
+  bool local_events = false;
+  // Default OOM handler; without one an OOM charge fails with
+  // kResourceExhausted.
+  OomHandler oom_handler;
+  // Contract violations (underflow, leaks); may be null.
+  ErrorHook error_hook;
+};
+
+// The settings in effect, after defaults were resolved.
+struct ControllerInfo {
+  int batch = 0;
+  int stock_slots = 0;
+  int nr_cpus = 0;
+  CpuSource cpu_source = CpuSource::kAuto;  // never kAuto here
+  bool recursive_protection = false;
+  bool local_events = false;
+};
+
+class Controller {
+ public:
+  // Validates `options` (an invalid setting returns kInvalidArgument naming
+  // it; kRseq where rseq is unavailable returns kFailedPrecondition).
+  static StatusOr<std::unique_ptr<Controller>> Create(
+      ControllerOptions options = {});
+
+  // REQUIRES: no thread uses the controller; every GroupRef released.
+  // Drains every stock and frees every group.
+  ~Controller();
+
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  const ControllerInfo& info() const { return info_; }
+  Group& root() { return *root_; }
+
+  // ---- Tree ----
+
+  // Creates `name` under `parent`. kInvalidArgument: empty name or one with
+  // '/'; kAlreadyExists: a sibling has that name; kFailedPrecondition:
+  // parent offline, or called from inside a reclaimer.
+  StatusOr<GroupRef> CreateGroup(Group& parent, std::string_view name);
+  // Finds an online group by path ("a/b/c"; "" or "/" is the root).
+  // Leading and trailing '/' are ignored. kNotFound if absent.
+  StatusOr<GroupRef> Lookup(std::string_view path);
+  // Takes `group` offline (see group.h). kBusy while it has online
+  // children; kInvalidArgument for the root; kFailedPrecondition if
+  // already offline or called from inside a reclaimer.
+  Status RemoveGroup(Group& group);
+
+  // ---- Stocks ----
+
+  // Returns to their owners all pages cached in every CPU's stock for
+  // `subtree` and its descendants (kernel: drain_all_stock). Synchronous:
+  // when it returns, no stock holds pages charged before the call for a
+  // group of the subtree. Waits briefly for a CPU's stock held by a thread
+  // mid-operation (nanoseconds: no stock section blocks).
+  void DrainAllStocks(Group& subtree);
+
+  // Frees groups whose last reference went since the last tree operation.
+  // Tree operations and the destructor call it; call it to free sooner.
+  void Reap();
+
+  // ---- Policy ----
+
+  void SetOomHandler(OomHandler handler);
+
+  // Uncharges that went below zero, in any group (each also reported to
+  // the error hook).
+  uint64_t underflows() const {
+    return underflows_.load(std::memory_order_relaxed);
+  }
+  // Groups currently allocated, online or not (root included).
+  int64_t live_groups() const {
+    return live_groups_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  friend class Group;
+  friend class GroupRef;
+  friend class internal::ControllerImpl;
+
+  explicit Controller(ControllerOptions options, ControllerInfo info);
+
+  void Report(const char* what, const Group* group, Pages pages);
+  void ReleaseGroup(Group* group);  // last reference dropped
+  Group* FindChildLocked(Group& parent, std::string_view name) const;
+
+  ControllerOptions options_;
+  ControllerInfo info_;
+  Clock* clock_;
+  std::unique_ptr<internal::ChargeStock> stock_;
+  Group* root_ = nullptr;
+
+  // Guards every group's children_ and reclaimers_ lists and online
+  // transitions. Shared by lookups and reclaim walks.
+  mutable std::shared_mutex tree_mu_;
+  // Serializes OOM handling (kernel: oom_lock).
+  std::mutex oom_mu_;
+  std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
+
+  std::atomic<Group*> to_free_{nullptr};  // lock-free stack of dead groups
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> underflows_{0};
+  std::atomic<int64_t> live_groups_{0};
+};
+
+}  // namespace umemcg
+
+#endif  // UMEMCG_CONTROLLER_H_

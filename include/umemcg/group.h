@@ -1,0 +1,352 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Group: one node of a Controller's tree (a tenant, user, query, ...), the
+// user-space memcg. It owns a hierarchical PageCounter ("memory") with the
+// limits ladder min/low/high/max, memory events, reclaimers and an optional
+// OOM handler. Charges go through the per-CPU stock of pre-charged pages
+// (kernel: try_charge_memcg, consume_stock, refill_stock).
+//
+// Lifetime. Groups are reference counted. The tree holds a reference while
+// the group is online; each GroupRef, each stock slot caching the group and
+// each child hold one too. Controller::RemoveGroup takes a group offline:
+// it is unlinked from the tree, its protection is released, every stock
+// holding it is drained and later charges fail with kFailedPrecondition,
+// while uncharges of memory charged earlier still work (the kernel's zombie
+// memcg). Its memory is freed after the last reference goes (at the
+// controller's next tree operation or Reap()). A group freed with pages
+// still charged reports them through the error hook and returns them to its
+// ancestors, so an ancestor's usage never keeps a leak of a dead child.
+//
+// Roots. The root group has no limits or protection; charging it is a free
+// no-op success, as the kernel skips the root memcg, but every descendant's
+// charge is counted in the root's counter, so root usage = sum of its
+// children's.
+//
+// Usage over-report. Pages held in per-CPU stocks are charged but unused:
+// usage() exceeds the pages handed out by at most nr_cpus x batch pages per
+// group (StockedPages() says how much exactly; stocks are drained before
+// any OOM decision, so stock never causes a failure draining would avoid).
+//
+// Thread safety: every method may be called from any thread. TryCharge and
+// Uncharge never take a blocking lock and never allocate on the stock-hit
+// path; with kMayReclaim they may call reclaimers and the OOM handler,
+// block on the controller's tree lock (shared) and sleep (memory.high).
+// Setters of one kind (SetMax, SetHigh, ...) on one group should be
+// serialized by the caller, like writes to one cgroup file.
+
+#ifndef UMEMCG_GROUP_H_
+#define UMEMCG_GROUP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "umemcg/events.h"
+#include "umemcg/page_counter.h"
+#include "umemcg/status.h"
+#include "umemcg/units.h"
+
+namespace umemcg {
+
+class Controller;
+class Group;
+namespace internal {
+class ChargeStock;
+class ControllerImpl;
+class ReclaimWalk;
+}  // namespace internal
+
+// ---- Charge flags (kernel gfp bits that matter to try_charge) ----
+
+enum class ChargeFlags : uint32_t {
+  kNone = 0,
+  // May block: call reclaimers, drain remote stocks, run the OOM handler
+  // and sleep for memory.high (__GFP_DIRECT_RECLAIM). Without it a charge
+  // that does not fit fails at once (or is forced, with kHigh/kNoFail).
+  kMayReclaim = 1u << 0,
+  // Give up after the first reclaim + drain round (__GFP_NORETRY).
+  kNoRetry = 1u << 1,
+  // Fail instead of invoking OOM handling (__GFP_RETRY_MAYFAIL).
+  kRetryMayFail = 1u << 2,
+  // Never fail: charge past max when nothing else worked (__GFP_NOFAIL).
+  kNoFail = 1u << 3,
+  // Charge past max when it would otherwise fail (__GFP_HIGH, GFP_ATOMIC).
+  kHigh = 1u << 4,
+  // Do not sleep for memory.high: return the penalty in
+  // ChargeResult::throttle for the caller to honour (event loops).
+  kNoThrottle = 1u << 5,
+};
+constexpr ChargeFlags operator|(ChargeFlags a, ChargeFlags b) {
+  return static_cast<ChargeFlags>(static_cast<uint32_t>(a) |
+                                  static_cast<uint32_t>(b));
+}
+constexpr bool HasFlag(ChargeFlags set, ChargeFlags f) {
+  return (static_cast<uint32_t>(set) & static_cast<uint32_t>(f)) != 0;
+}
+// GFP_KERNEL: may reclaim and throttle.
+inline constexpr ChargeFlags kChargeDefault = ChargeFlags::kMayReclaim;
+// GFP_ATOMIC: never blocks; forced past max rather than failing.
+inline constexpr ChargeFlags kChargeAtomic = ChargeFlags::kHigh;
+
+// ---- Results ----
+
+// The outcome of a charge. Not an error type: running out of room is an
+// expected outcome (ok() false, code kResourceExhausted).
+struct [[nodiscard]] ChargeResult {
+  // kOk; kResourceExhausted (did not fit under limited_by's max);
+  // kFailedPrecondition (the group is offline); kInvalidArgument (more
+  // than kPageCounterMax pages).
+  StatusCode code = StatusCode::kOk;
+  // Charged past a max (kNoFail / kHigh, or from inside a reclaimer).
+  bool forced = false;
+  // The group whose max refused the charge (or was exceeded by a forced
+  // one); null otherwise. Valid while the caller holds the charged group.
+  Group* limited_by = nullptr;
+  // With ChargeFlags::kNoThrottle: the memory.high penalty the caller owes
+  // (0 when none); without it the charging thread already slept it.
+  std::chrono::milliseconds throttle{0};
+
+  bool ok() const { return code == StatusCode::kOk; }
+};
+
+// ---- Callbacks ----
+
+// The application's reclaim hook for a group (kernel: a shrinker over the
+// group's LRU). Called by the charge path, memory.high handling and
+// SetMax/SetHigh/Reclaim with the controller's tree lock held shared.
+// Implementations free memory and uncharge it from the group, then report
+// how much they freed. They must not create or remove groups or change
+// reclaimers (those calls fail with kFailedPrecondition from inside a
+// callback); charges made from inside are forced, as in the kernel's
+// PF_MEMALLOC context.
+class Reclaimer {
+ public:
+  virtual ~Reclaimer() = default;
+  // Pages this reclaimer could free now (count_objects).
+  virtual Pages Reclaimable() = 0;
+  // Free up to `target` pages (uncharging them); return the pages freed.
+  virtual Pages Reclaim(Pages target) = 0;
+};
+
+// What the OOM handler is told.
+struct OomContext {
+  // The group whose max the charge could not fit under (the OOM domain).
+  Group* over_limit = nullptr;
+  // over_limit itself when it has memory.oom.group set, else null.
+  Group* kill_group = nullptr;
+  // The charge that could not be satisfied.
+  Pages nr_pages;
+  // The highest ancestor of `victim` up to and including over_limit with
+  // memory.oom.group set, or null: the subtree to kill as a unit when the
+  // handler picks `victim` (kernel: mem_cgroup_get_oom_group()).
+  Group* KillGroupFor(Group& victim) const;
+};
+
+// What the OOM handler did.
+struct OomOutcome {
+  // Memory was released (usage went down); the charge path retries.
+  bool progress = false;
+  // The group whose memory was released ("the killed task's memcg"): an
+  // oom_kill event is raised on it. With kill_group set and progress, an
+  // oom_group_kill event is raised on kill_group. Must be over_limit or a
+  // descendant; otherwise ignored and reported to the error hook.
+  Group* killed = nullptr;
+};
+
+using OomHandler = std::function<OomOutcome(const OomContext&)>;
+
+// Called after an event counter of `group` changed: once with local = true
+// on the group the event was raised on (memory.events.local), and with
+// local = false on it and each ancestor whose hierarchical count changed
+// (memory.events). Called on the charging thread; must be quick and must
+// not charge to the group.
+using EventCallback =
+    std::function<void(Group& group, MemoryEvent event, bool local)>;
+
+// ---- GroupRef ----
+
+// A counted reference to a Group: keeps it (and its ancestors) allocated,
+// whether online or not. Copying takes a reference (one atomic increment).
+class GroupRef {
+ public:
+  GroupRef() = default;
+  // Takes a new reference to `group` (may be null).
+  explicit GroupRef(Group* group);
+  GroupRef(const GroupRef& other) : GroupRef(other.group_) {}
+  GroupRef(GroupRef&& other) noexcept : group_(other.group_) {
+    other.group_ = nullptr;
+  }
+  GroupRef& operator=(GroupRef other) noexcept {
+    std::swap(group_, other.group_);
+    return *this;
+  }
+  ~GroupRef() { reset(); }
+
+  void reset();
+  Group* get() const { return group_; }
+  Group* operator->() const { return group_; }
+  Group& operator*() const { return *group_; }
+  explicit operator bool() const { return group_ != nullptr; }
+
+ private:
+  Group* group_ = nullptr;
+};
+
+// ---- Group ----
+
+class alignas(64) Group {
+ public:
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  // ---- Charging ----
+
+  // Charges `n` pages: from this CPU's stock when it holds enough, else a
+  // batch of max(batch, n) through the counters (the rest refills the
+  // stock), then reclaim, stock draining, retries and OOM handling as
+  // `flags` allow (kernel: try_charge_memcg). Zero pages and the root
+  // group succeed at once. After a batch charge, usage over memory.high on
+  // this group or an ancestor adds to the thread's pending overage; past
+  // one batch of it the thread reclaims and is throttled (see kNoThrottle).
+  ChargeResult TryCharge(Pages n, ChargeFlags flags = kChargeDefault);
+
+  // Returns `n` pages through this CPU's stock (kernel: refill_stock, the
+  // socket/kmem path): cheap, but the pages stay charged in the stock
+  // until it passes one batch or is drained. Allowed on offline groups
+  // (then direct). Uncharging more than was charged clamps to zero, counts
+  // an underflow and calls the error hook (aborts in debug builds).
+  void Uncharge(Pages n);
+
+  // Returns `n` pages straight to the counters of this group and its
+  // ancestors (kernel: uncharge_batch, the folio path).
+  void UnchargeDirect(Pages n);
+
+  // Runs this thread's pending memory.high handling now if it belongs to
+  // this group (the kernel does it on return to user space): reclaim, then
+  // sleep (or return the penalty with kNoThrottle). Returns the penalty.
+  std::chrono::milliseconds HandleOverHigh(ChargeFlags flags = kChargeDefault);
+
+  // ---- Limits (cgroup-v2 write semantics; root: kInvalidArgument,
+  //      offline: kFailedPrecondition) ----
+
+  // memory.max: sets the limit, then drains stocks, reclaims and, failing
+  // that, invokes OOM handling until usage fits or nothing makes progress.
+  // Succeeds even when usage stays above `max`.
+  Status SetMax(Pages max);
+  // memory.high: sets the limit, then drains and reclaims toward it.
+  Status SetHigh(Pages high);
+  // memory.min / memory.low: hard and best-effort protection.
+  Status SetMin(Pages min);
+  Status SetLow(Pages low);
+  // memory.oom.group: OOM handling treats the subtree as one unit.
+  Status SetOomGroup(bool oom_group);
+  // memory.reclaim: reclaims `n` pages from the subtree. kAgain when fewer
+  // could be reclaimed.
+  Status Reclaim(Pages n);
+
+  // ---- Callbacks ----
+
+  // Registers a reclaimer (not owned; must stay valid until removed).
+  // Blocks while a reclaim walk is running.
+  Status AddReclaimer(Reclaimer* reclaimer);
+  // After it returns, `reclaimer` is not being called and will not be.
+  Status RemoveReclaimer(Reclaimer* reclaimer);
+  // Overrides the controller's OOM handler for OOMs whose over-limit group
+  // is this one or a descendant without its own. Null restores the default.
+  void SetOomHandler(OomHandler handler);
+  // Replaces the event callback (null removes it).
+  void SetEventCallback(EventCallback callback);
+
+  // ---- Observers ----
+
+  // The hierarchical counter: usage, limits, peaks, failcnt, protection.
+  const PageCounter& memory() const { return memory_; }
+  Pages usage() const { return memory_.usage(); }
+  // Pages cached for this group in all CPUs' stocks now (takes each CPU's
+  // stock lock briefly). Bounded by StockSlackBound().
+  Pages StockedPages() const;
+  // nr_cpus x batch: the most stock can over-report this group's usage.
+  Pages StockSlackBound() const;
+
+  uint64_t events(MemoryEvent e) const {
+    return events_[static_cast<int>(e)].load(std::memory_order_relaxed);
+  }
+  uint64_t events_local(MemoryEvent e) const {
+    return events_local_[static_cast<int>(e)].load(std::memory_order_relaxed);
+  }
+  bool oom_group() const { return oom_group_.load(std::memory_order_relaxed); }
+
+  const std::string& name() const { return name_; }
+  // "a/b/c" from the root ("" for the root).
+  std::string path() const;
+  Group* parent() const { return parent_; }
+  bool is_root() const { return parent_ == nullptr; }
+  bool online() const { return online_.load(std::memory_order_acquire); }
+  int depth() const { return depth_; }
+  // Unique within the controller, never reused; the root is 1.
+  uint64_t id() const { return id_; }
+  Controller& controller() const { return *controller_; }
+  // True if this group is `ancestor` or lies below it.
+  bool IsDescendantOf(const Group& ancestor) const;
+  // Names of the online children, in creation order (takes the tree lock).
+  std::vector<std::string> ChildNames() const;
+
+ private:
+  friend class Controller;
+  friend class GroupRef;
+  friend class internal::ChargeStock;
+  friend class internal::ControllerImpl;
+  friend class internal::ReclaimWalk;
+
+  Group(Controller* controller, Group* parent, std::string name, uint64_t id);
+  ~Group();
+
+  void Get() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Put();
+
+  // Write-hot counter first (its own cache lines).
+  PageCounter memory_;
+
+  // Read-mostly after creation (read by every charge).
+  internal::ChargeStock* const stock_;
+  Controller* const controller_;
+  Group* const parent_;
+  const std::string name_;
+  const uint64_t id_;
+  const int depth_;
+
+  std::atomic<bool> online_{true};
+  std::atomic<bool> oom_group_{false};
+
+  // Reference count; see the lifetime note above. On its own cache line:
+  // stock slot installs write it, and the read-mostly fields above are
+  // read by every charge. Increments are relaxed (a new reference is always
+  // made from an existing one); the final decrement is acq_rel so the
+  // reaper sees every prior write to the group.
+  alignas(64) std::atomic<int64_t> refs_{1};
+
+  // Events: written only on slow paths (limits, reclaim, OOM). Relaxed:
+  // independent counters that publish no other data.
+  std::atomic<uint64_t> events_[kNumMemoryEvents] = {};
+  std::atomic<uint64_t> events_local_[kNumMemoryEvents] = {};
+
+  // Callbacks, replaced atomically; read on slow paths only.
+  std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
+  std::atomic<std::shared_ptr<const EventCallback>> event_callback_;
+
+  // Guarded by the controller's tree lock.
+  std::vector<Group*> children_;  // online children, creation order
+  std::vector<Reclaimer*> reclaimers_;
+
+  // Link in the controller's lock-free list of groups to free.
+  Group* next_to_free_ = nullptr;
+};
+
+}  // namespace umemcg
+
+#endif  // UMEMCG_GROUP_H_

@@ -1,0 +1,17 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Umbrella header: the whole public C++ API of umemcg.
+
+#ifndef UMEMCG_UMEMCG_H_
+#define UMEMCG_UMEMCG_H_
+
+#include "umemcg/clock.h"         // IWYU pragma: export
+#include "umemcg/controller.h"    // IWYU pragma: export
+#include "umemcg/cpu.h"           // IWYU pragma: export
+#include "umemcg/events.h"        // IWYU pragma: export
+#include "umemcg/group.h"         // IWYU pragma: export
+#include "umemcg/page_counter.h"  // IWYU pragma: export
+#include "umemcg/status.h"        // IWYU pragma: export
+#include "umemcg/units.h"         // IWYU pragma: export
+
+#endif  // UMEMCG_UMEMCG_H_

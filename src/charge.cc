@@ -1,0 +1,163 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The charge path (kernel: try_charge_memcg, E4/E5). The fast path is one
+// CPU-id read, one try-lock and a scan of at most `slots` pointers in this
+// CPU's stock: no shared cache line is written. Everything else is the slow
+// path below, which charges a whole batch through the counters so that the
+// next batch - n charges on this CPU hit the stock again.
+
+#include <algorithm>
+
+#include "charge_stock.h"
+#include "controller_impl.h"
+#include "umemcg/controller.h"
+#include "umemcg/group.h"
+
+namespace umemcg {
+namespace internal {
+
+thread_local ThreadChargeState tls_charge;
+
+Group* ControllerImpl::GroupOfCounter(Group* start,
+                                      const PageCounter* counter) {
+  for (Group* g = start; g != nullptr; g = g->parent_) {
+    if (&g->memory_ == counter) return g;
+  }
+  return nullptr;
+}
+
+void ControllerImpl::UnchargeCounters(Group* g, uint64_t n) {
+  if (!g->memory_.Uncharge(Pages(n))) {
+    g->controller_->Report("underflow", g, Pages(n));
+  }
+}
+
+ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
+                                        ChargeFlags flags) {
+  Controller& ctrl = *g->controller_;
+  ChargeStock& stock = *g->stock_;
+  const bool may_reclaim = HasFlag(flags, ChargeFlags::kMayReclaim);
+  uint64_t batch = std::max<uint64_t>(static_cast<uint64_t>(stock.batch()), n);
+  int retries = kMaxReclaimRetries;
+  int progress_rounds = 0;
+  bool drained = false;
+  bool raised_max = false;
+  bool first = true;
+  Group* over = nullptr;
+
+  for (;;) {  // kernel label: retry
+    if (!first && stock.Consume(g, n)) return {};
+    first = false;
+
+    PageCounter* fail = nullptr;
+    if (g->memory_.TryCharge(Pages(batch), &fail)) break;  // done_restock
+    over = GroupOfCounter(g, fail);
+
+    // Retry without the surplus: a batch may not fit where n does.
+    if (batch > n) {
+      batch = n;
+      continue;
+    }
+    // A reclaimer (or OOM handler) charging: force rather than recurse
+    // into reclaim (PF_MEMALLOC).
+    if (tls_charge.in_reclaim > 0) goto force;
+    if (!may_reclaim) goto nomem;
+
+    RaiseEvent(over, MemoryEvent::kMax);
+    raised_max = true;
+    {
+      const uint64_t reclaimed = ReclaimSubtree(over, n);
+      if (over->memory_.margin().raw() >= n) continue;
+      // Pages cached in other CPUs' stocks count against the limit: give
+      // them back once before trying harder.
+      if (!drained) {
+        ctrl.DrainAllStocks(*over);
+        drained = true;
+        continue;
+      }
+      if (HasFlag(flags, ChargeFlags::kNoRetry)) goto nomem;
+      // Small charges retry as long as reclaim makes progress.
+      if (reclaimed > 0 && n <= kCostlyPages &&
+          ++progress_rounds <= kMaxProgressRounds) {
+        continue;
+      }
+    }
+    if (retries-- > 0) continue;
+    if (HasFlag(flags, ChargeFlags::kRetryMayFail)) goto nomem;
+    if (progress_rounds <= kMaxProgressRounds && Oom(over, n)) {
+      ++progress_rounds;
+      retries = kMaxReclaimRetries;
+      continue;
+    }
+    goto nomem;
+  }
+
+  // done_restock:
+  if (batch > n) stock.Refill(g, batch - n);
+  HighCheck(g, batch);
+  if (tls_charge.pages_over_high > static_cast<uint64_t>(stock.batch()) &&
+      tls_charge.over_high_group == g && tls_charge.in_reclaim == 0 &&
+      may_reclaim) {
+    ChargeResult result;
+    result.throttle = HandleOverHigh(g, flags);
+    if (!HasFlag(flags, ChargeFlags::kNoThrottle)) {
+      result.throttle = std::chrono::milliseconds(0);
+    }
+    return result;
+  }
+  return {};
+
+nomem:
+  if (!HasFlag(flags, ChargeFlags::kNoFail) &&
+      !HasFlag(flags, ChargeFlags::kHigh)) {
+    ChargeResult result;
+    result.code = StatusCode::kResourceExhausted;
+    result.limited_by = over;
+    return result;
+  }
+force:
+  if (!raised_max) RaiseEvent(over, MemoryEvent::kMax);
+  g->memory_.Charge(Pages(n));
+  {
+    ChargeResult result;
+    result.forced = true;
+    result.limited_by = over;
+    return result;
+  }
+}
+
+}  // namespace internal
+
+using internal::ControllerImpl;
+
+ChargeResult Group::TryCharge(Pages n, ChargeFlags flags) {
+  const uint64_t nr = n.raw();
+  if (nr > kPageCounterMax.raw()) {
+    ChargeResult r;
+    r.code = StatusCode::kInvalidArgument;
+    return r;
+  }
+  // The kernel never charges the root memcg: nothing to account.
+  if (nr == 0 || parent_ == nullptr) return {};
+  // Relaxed: a charge racing with RemoveGroup may still succeed; it is then
+  // the caller's to uncharge, and Refill keeps no stock for offline groups.
+  if (!online_.load(std::memory_order_relaxed)) {
+    ChargeResult r;
+    r.code = StatusCode::kFailedPrecondition;
+    return r;
+  }
+  if (stock_->Consume(this, nr)) return {};
+  return ControllerImpl::ChargeSlow(this, nr, flags);
+}
+
+void Group::Uncharge(Pages n) {
+  if (n.raw() == 0 || parent_ == nullptr) return;
+  stock_->Refill(this, n.raw());
+}
+
+void Group::UnchargeDirect(Pages n) {
+  if (n.raw() == 0 || parent_ == nullptr) return;
+  ControllerImpl::UnchargeCounters(this, n.raw());
+}
+
+}  // namespace umemcg

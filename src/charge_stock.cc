@@ -1,0 +1,103 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "charge_stock.h"
+
+#include "controller_impl.h"
+#include "umemcg/group.h"
+
+namespace umemcg::internal {
+
+ChargeStock::ChargeStock(CpuIdSource cpu, int batch, int slots)
+    : cpu_(std::move(cpu)),
+      batch_(batch),
+      slots_(slots),
+      shards_(cpu_.nr_shards()) {}
+
+ChargeStock::~ChargeStock() { DrainAll(nullptr); }
+
+void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {
+  Group* g = s.cached[i];
+  if (g == nullptr) return;
+  if (s.nr_pages[i] != 0) {
+    ControllerImpl::UnchargeCounters(g, s.nr_pages[i]);
+    s.nr_pages[i] = 0;
+  }
+  if (release) {
+    s.cached[i] = nullptr;
+    // May be the last reference: Put only queues the group for freeing,
+    // so this never frees memory under the shard lock.
+    g->Put();
+  }
+}
+
+void ChargeStock::Refill(Group* group, uint64_t n) {
+  if (n > static_cast<uint64_t>(batch_)) {
+    ControllerImpl::UnchargeCounters(group, n);
+    return;
+  }
+  StockShard& s = shards_[cpu_.CurrentShard()];
+  if (!s.lock.try_lock()) {
+    ControllerImpl::UnchargeCounters(group, n);
+    return;
+  }
+  // Read under the lock: RemoveGroup clears online_ before its DrainAll
+  // takes this lock, so either that drain sees the pages we add here, or
+  // we see the group offline and do not cache it.
+  if (!group->online_.load(std::memory_order_relaxed)) {
+    s.lock.unlock();
+    ControllerImpl::UnchargeCounters(group, n);
+    return;
+  }
+  int empty = -1;
+  for (int i = 0; i < slots_; ++i) {
+    if (s.cached[i] == group) {
+      const unsigned pages = s.nr_pages[i] + static_cast<unsigned>(n);
+      s.nr_pages[i] = static_cast<uint8_t>(pages);  // <= 2 * 127
+      if (pages > static_cast<unsigned>(batch_)) DrainSlot(s, i, false);
+      s.lock.unlock();
+      return;
+    }
+    if (s.cached[i] == nullptr && empty < 0) empty = i;
+  }
+  int i = empty;
+  if (i < 0) {
+    // Every slot busy: evict round robin (E5; the v6.16 random victim was
+    // not re-entrancy safe).
+    i = s.drain_idx;
+    s.drain_idx = static_cast<uint8_t>((i + 1) % slots_);
+    DrainSlot(s, i, true);
+  }
+  group->Get();
+  s.cached[i] = group;
+  s.nr_pages[i] = static_cast<uint8_t>(n);
+  s.lock.unlock();
+}
+
+void ChargeStock::DrainAll(const Group* subtree) {
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    StockShard& s = shards_[cpu];
+    s.lock.lock();
+    for (int i = 0; i < slots_; ++i) {
+      if (s.cached[i] != nullptr &&
+          (subtree == nullptr || s.cached[i]->IsDescendantOf(*subtree))) {
+        DrainSlot(s, i, true);
+      }
+    }
+    s.lock.unlock();
+  }
+}
+
+uint64_t ChargeStock::Stocked(const Group* group) const {
+  uint64_t total = 0;
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    StockShard& s = shards_[cpu];
+    s.lock.lock();
+    for (int i = 0; i < slots_; ++i) {
+      if (s.cached[i] == group) total += s.nr_pages[i];
+    }
+    s.lock.unlock();
+  }
+  return total;
+}
+
+}  // namespace umemcg::internal

@@ -1,0 +1,247 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Controller: settings, the group tree and group lifetime.
+//
+// Freeing. A group's last reference can go on a hot path (a stock slot
+// evicted during a charge). Freeing there would call free() under a stock
+// lock and, with the malloc integration, re-enter the allocator, so Put()
+// only pushes the group on a lock-free stack; Reap() frees it later from a
+// tree operation. Until then nothing can reach it: it is offline and
+// unlinked, and nothing else holds a reference.
+
+#include "umemcg/controller.h"
+
+#include <string>
+
+#include "charge_stock.h"
+#include "controller_impl.h"
+
+namespace umemcg {
+
+using internal::tls_charge;
+
+namespace {
+
+Status Invalid(const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, what);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Controller>> Controller::Create(
+    ControllerOptions options) {
+  if (options.batch < 1 || options.batch > internal::kMaxBatch) {
+    return Invalid("batch must be in 1..127, got " +
+                   std::to_string(options.batch));
+  }
+  if (options.stock_slots < 1 ||
+      options.stock_slots > internal::kMaxStockSlots) {
+    return Invalid("stock_slots must be in 1..16, got " +
+                   std::to_string(options.stock_slots));
+  }
+  if (options.nr_cpus < 0 || options.nr_cpus > 4096) {
+    return Invalid("nr_cpus must be 0 (auto) or 1..4096, got " +
+                   std::to_string(options.nr_cpus));
+  }
+  auto cpu = internal::CpuIdSource::Create(options.cpu_source, options.nr_cpus);
+  if (!cpu.ok()) return cpu.status();
+
+  ControllerInfo info;
+  info.batch = options.batch;
+  info.stock_slots = options.stock_slots;
+  info.nr_cpus = cpu->nr_shards();
+  info.cpu_source = cpu->source();
+  info.recursive_protection = options.recursive_protection;
+  info.local_events = options.local_events;
+
+  std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
+  ctrl->stock_ = std::make_unique<internal::ChargeStock>(
+      std::move(cpu).value(), info.batch, info.stock_slots);
+  ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);
+  ctrl->live_groups_.fetch_add(1, std::memory_order_relaxed);
+  return ctrl;
+}
+
+Controller::Controller(ControllerOptions options, ControllerInfo info)
+    : options_(std::move(options)),
+      info_(info),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock()) {
+  if (options_.oom_handler) {
+    oom_handler_.store(
+        std::make_shared<const OomHandler>(std::move(options_.oom_handler)));
+  }
+}
+
+Controller::~Controller() {
+  // Take every group offline bottom-up, then drain and free.
+  std::vector<Group*> stack{root_};
+  std::vector<Group*> order;
+  {
+    std::unique_lock<std::shared_mutex> lock(tree_mu_);
+    while (!stack.empty()) {
+      Group* g = stack.back();
+      stack.pop_back();
+      order.push_back(g);
+      for (Group* c : g->children_) stack.push_back(c);
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Group* g = *it;
+      g->online_.store(false);
+      g->children_.clear();
+      g->reclaimers_.clear();
+    }
+  }
+  stock_->DrainAll(nullptr);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) (*it)->Put();
+  Reap();
+  UMEMCG_DCHECK(live_groups_.load() == 0);
+}
+
+void Controller::Report(const char* what, const Group* group, Pages pages) {
+  if (std::string_view(what) == "underflow") {
+    underflows_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (options_.error_hook) {
+    ErrorReport report;
+    report.what = what;
+    report.group = group;
+    report.pages = pages;
+    options_.error_hook(report);
+  }
+#if UMEMCG_DCHECK_IS_ON
+  if (std::string_view(what) == "underflow") {
+    internal::CheckFailed("uncharge exceeds charge (underflow)", __FILE__,
+                          __LINE__);
+  }
+#endif
+}
+
+void Controller::ReleaseGroup(Group* group) {
+  // Treiber push; Reap pops everything at once, so there is no ABA.
+  Group* head = to_free_.load(std::memory_order_relaxed);
+  do {
+    group->next_to_free_ = head;
+  } while (!to_free_.compare_exchange_weak(
+      head, group, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void Controller::Reap() {
+  for (;;) {
+    Group* list = to_free_.exchange(nullptr, std::memory_order_acquire);
+    if (list == nullptr) return;
+    while (list != nullptr) {
+      Group* g = list;
+      list = g->next_to_free_;
+      // Pages still charged with no reference left can never be
+      // uncharged: return them to the ancestors and report the leak.
+      const Pages left = g->memory_.usage();
+      if (left.raw() > 0) {
+        if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
+        Report("leak", g, left);
+      }
+      Group* parent = g->parent_;
+      delete g;
+      live_groups_.fetch_sub(1, std::memory_order_relaxed);
+      // May queue the parent (pushed on to_free_; the outer loop sees it).
+      if (parent != nullptr) parent->Put();
+    }
+  }
+}
+
+Group* Controller::FindChildLocked(Group& parent, std::string_view name) const {
+  for (Group* c : parent.children_) {
+    if (c->name_ == name) return c;
+  }
+  return nullptr;
+}
+
+StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
+                                           std::string_view name) {
+  if (name.empty() || name.find('/') != std::string_view::npos || name == "." ||
+      name == "..") {
+    return Invalid("group name must be non-empty, without '/', not . or ..");
+  }
+  if (&parent.controller() != this) {
+    return Invalid("parent belongs to another controller");
+  }
+  if (tls_charge.in_tree_walk > 0) {
+    return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
+  }
+  GroupRef ref;
+  {
+    std::unique_lock<std::shared_mutex> lock(tree_mu_);
+    if (!parent.online()) {
+      return Status(StatusCode::kFailedPrecondition, "parent was removed");
+    }
+    if (FindChildLocked(parent, name) != nullptr) {
+      return Status(StatusCode::kAlreadyExists,
+                    "group exists: " + std::string(name));
+    }
+    auto* g = new Group(this, &parent, std::string(name), next_id_++);
+    live_groups_.fetch_add(1, std::memory_order_relaxed);
+    parent.children_.push_back(g);  // the tree's reference (refs_ = 1)
+    ref = GroupRef(g);
+  }
+  Reap();
+  return ref;
+}
+
+StatusOr<GroupRef> Controller::Lookup(std::string_view path) {
+  std::shared_lock<std::shared_mutex> lock(tree_mu_);
+  Group* g = root_;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t end = path.find('/', pos);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view part = path.substr(pos, end - pos);
+    pos = end + 1;
+    if (part.empty()) continue;
+    g = FindChildLocked(*g, part);
+    if (g == nullptr) {
+      return Status(StatusCode::kNotFound, "no group " + std::string(path));
+    }
+  }
+  return GroupRef(g);
+}
+
+Status Controller::RemoveGroup(Group& group) {
+  if (group.is_root()) return Invalid("the root group cannot be removed");
+  if (&group.controller() != this) {
+    return Invalid("group belongs to another controller");
+  }
+  if (tls_charge.in_tree_walk > 0) {
+    return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(tree_mu_);
+    if (!group.online()) {
+      return Status(StatusCode::kFailedPrecondition, "group already removed");
+    }
+    if (!group.children_.empty()) {
+      return Status(StatusCode::kBusy, "group has children");
+    }
+    // Kernel: mem_cgroup_css_offline(). Order matters: online_ goes false
+    // before the drain, so a racing Refill either is drained below or
+    // sees the group offline (see ChargeStock::Refill).
+    group.online_.store(false);
+    auto& siblings = group.parent_->children_;
+    siblings.erase(std::find(siblings.begin(), siblings.end(), &group));
+    group.reclaimers_.clear();
+    group.memory_.SetMin(Pages(0));
+    group.memory_.SetLow(Pages(0));
+  }
+  stock_->DrainAll(&group);
+  group.Put();  // the tree's reference
+  Reap();
+  return Status::Ok();
+}
+
+void Controller::DrainAllStocks(Group& subtree) { stock_->DrainAll(&subtree); }
+
+void Controller::SetOomHandler(OomHandler handler) {
+  oom_handler_.store(
+      handler ? std::make_shared<const OomHandler>(std::move(handler))
+              : nullptr);
+}
+
+}  // namespace umemcg

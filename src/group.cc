@@ -1,0 +1,263 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Group: lifetime, events, limit writes with their cgroup-v2 semantics
+// (kernel: memory_max_write, memory_high_write, memory_reclaim), and
+// observers.
+
+#include "umemcg/group.h"
+
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+
+#include "charge_stock.h"
+#include "controller_impl.h"
+#include "umemcg/controller.h"
+
+namespace umemcg {
+
+using internal::ControllerImpl;
+using internal::tls_charge;
+
+// ---- GroupRef ----
+
+GroupRef::GroupRef(Group* group) : group_(group) {
+  if (group_ != nullptr) group_->Get();
+}
+
+void GroupRef::reset() {
+  if (group_ != nullptr) {
+    group_->Put();
+    group_ = nullptr;
+  }
+}
+
+// ---- Lifetime ----
+
+Group::Group(Controller* controller, Group* parent, std::string name,
+             uint64_t id)
+    : memory_(parent != nullptr ? &parent->memory_ : nullptr),
+      stock_(controller->stock_.get()),
+      controller_(controller),
+      parent_(parent),
+      name_(std::move(name)),
+      id_(id),
+      depth_(parent != nullptr ? parent->depth_ + 1 : 0) {
+  if (parent_ != nullptr) parent_->Get();
+}
+
+Group::~Group() = default;
+
+void Group::Put() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    controller_->ReleaseGroup(this);
+  }
+}
+
+bool Group::IsDescendantOf(const Group& ancestor) const {
+  // Depth check first: most slots in a drain are not in the subtree.
+  const Group* g = this;
+  while (g != nullptr && g->depth_ > ancestor.depth_) g = g->parent_;
+  return g == &ancestor;
+}
+
+std::string Group::path() const {
+  if (parent_ == nullptr) return "";
+  std::string parent_path = parent_->path();
+  return parent_path.empty() ? name_ : parent_path + "/" + name_;
+}
+
+std::vector<std::string> Group::ChildNames() const {
+  std::shared_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  std::vector<std::string> names;
+  names.reserve(children_.size());
+  for (const Group* c : children_) names.push_back(c->name_);
+  return names;
+}
+
+// ---- Events ----
+
+void internal::ControllerImpl::RaiseEvent(Group* g, MemoryEvent event) {
+  const int e = static_cast<int>(event);
+  g->events_local_[e].fetch_add(1, std::memory_order_relaxed);
+  if (auto cb = g->event_callback_.load(); cb && *cb) (*cb)(*g, event, true);
+  const bool local_only = g->controller_->info().local_events;
+  // Hierarchical counts stop below the root.
+  for (Group* m = g; m != nullptr && !m->is_root(); m = m->parent_) {
+    m->events_[e].fetch_add(1, std::memory_order_relaxed);
+    if (auto cb = m->event_callback_.load(); cb && *cb) {
+      (*cb)(*m, event, false);
+    }
+    if (local_only) break;
+  }
+}
+
+void Group::SetEventCallback(EventCallback callback) {
+  event_callback_.store(
+      callback ? std::make_shared<const EventCallback>(std::move(callback))
+               : nullptr);
+}
+
+void Group::SetOomHandler(OomHandler handler) {
+  oom_handler_.store(
+      handler ? std::make_shared<const OomHandler>(std::move(handler))
+              : nullptr);
+}
+
+// ---- Limits ----
+
+namespace {
+
+Status CheckWritable(const Group& g) {
+  if (g.is_root()) {
+    return Status(StatusCode::kInvalidArgument, "the root group has no limits");
+  }
+  if (!g.online()) {
+    return Status(StatusCode::kFailedPrecondition, "group was removed");
+  }
+  return Status::Ok();
+}
+
+Status CheckMayReclaim() {
+  if (tls_charge.in_reclaim > 0) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "called from a reclaimer or OOM handler");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Group::SetMax(Pages max) {
+  if (Status s = CheckWritable(*this); !s.ok()) return s;
+  if (Status s = CheckMayReclaim(); !s.ok()) return s;
+  max = std::min(max, kPageCounterMax);
+  memory_.ExchangeMax(max);
+  // Kernel: memory_max_write(). Drain once, reclaim up to 16 fruitless
+  // rounds, then OOM until usage fits or the handler gives up.
+  int reclaim_retries = internal::kMaxReclaimRetries;
+  int rounds = 0;
+  bool drained = false;
+  while (memory_.usage() > max && ++rounds <= internal::kMaxProgressRounds) {
+    if (!drained) {
+      controller_->DrainAllStocks(*this);
+      drained = true;
+      continue;
+    }
+    if (reclaim_retries > 0) {
+      const uint64_t excess = (memory_.usage() - max).raw();
+      if (ControllerImpl::ReclaimSubtree(this, excess) == 0) --reclaim_retries;
+      continue;
+    }
+    ControllerImpl::RaiseEvent(this, MemoryEvent::kOom);
+    if (!ControllerImpl::OutOfMemory(this, 1)) break;
+  }
+  return Status::Ok();
+}
+
+Status Group::SetHigh(Pages high) {
+  if (Status s = CheckWritable(*this); !s.ok()) return s;
+  if (Status s = CheckMayReclaim(); !s.ok()) return s;
+  high = std::min(high, kPageCounterMax);
+  memory_.SetHigh(high);
+  // Kernel: memory_high_write().
+  int retries = internal::kMaxReclaimRetries;
+  int rounds = 0;
+  bool drained = false;
+  while (memory_.usage() > high && ++rounds <= internal::kMaxProgressRounds) {
+    if (!drained) {
+      controller_->DrainAllStocks(*this);
+      drained = true;
+      continue;
+    }
+    const uint64_t excess = (memory_.usage() - high).raw();
+    if (ControllerImpl::ReclaimSubtree(this, excess) == 0 && retries-- <= 0) {
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Group::SetMin(Pages min) {
+  if (Status s = CheckWritable(*this); !s.ok()) return s;
+  memory_.SetMin(min);
+  return Status::Ok();
+}
+
+Status Group::SetLow(Pages low) {
+  if (Status s = CheckWritable(*this); !s.ok()) return s;
+  memory_.SetLow(low);
+  return Status::Ok();
+}
+
+Status Group::SetOomGroup(bool oom_group) {
+  if (Status s = CheckWritable(*this); !s.ok()) return s;
+  oom_group_.store(oom_group, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status Group::Reclaim(Pages n) {
+  if (!online()) {
+    return Status(StatusCode::kFailedPrecondition, "group was removed");
+  }
+  if (Status s = CheckMayReclaim(); !s.ok()) return s;
+  // Kernel: memory_reclaim() / user_proactive_reclaim(): ask for a quarter
+  // of what is left each round, so reclaim spreads over the subtree rather
+  // than emptying the first group visited.
+  const uint64_t want = n.raw();
+  uint64_t reclaimed = 0;
+  int retries = internal::kMaxReclaimRetries;
+  while (reclaimed < want) {
+    const uint64_t batch = (want - reclaimed) / 4;
+    const uint64_t got = ControllerImpl::ReclaimSubtree(this, batch);
+    if (got == 0 && retries-- <= 0) {
+      return Status(StatusCode::kAgain, "could not reclaim enough");
+    }
+    reclaimed += got;
+  }
+  return Status::Ok();
+}
+
+// ---- Reclaimers ----
+
+Status Group::AddReclaimer(Reclaimer* reclaimer) {
+  if (reclaimer == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "null reclaimer");
+  }
+  if (tls_charge.in_tree_walk > 0) {
+    return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
+  }
+  std::unique_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  if (std::find(reclaimers_.begin(), reclaimers_.end(), reclaimer) !=
+      reclaimers_.end()) {
+    return Status(StatusCode::kAlreadyExists, "reclaimer already registered");
+  }
+  reclaimers_.push_back(reclaimer);
+  return Status::Ok();
+}
+
+Status Group::RemoveReclaimer(Reclaimer* reclaimer) {
+  if (tls_charge.in_tree_walk > 0) {
+    return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
+  }
+  // The exclusive lock waits for running walks: afterwards no thread is
+  // inside `reclaimer`.
+  std::unique_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  auto it = std::find(reclaimers_.begin(), reclaimers_.end(), reclaimer);
+  if (it == reclaimers_.end()) {
+    return Status(StatusCode::kNotFound, "reclaimer not registered");
+  }
+  reclaimers_.erase(it);
+  return Status::Ok();
+}
+
+// ---- Observers ----
+
+Pages Group::StockedPages() const { return Pages(stock_->Stocked(this)); }
+
+Pages Group::StockSlackBound() const {
+  return Pages(static_cast<uint64_t>(stock_->nr_shards()) *
+               static_cast<uint64_t>(stock_->batch()));
+}
+
+}  // namespace umemcg
