@@ -1,0 +1,43 @@
+# umemcg quick start:
+#   make bench   install what is missing, build `release`, run the main job
+#   make test    install what is missing, build and run every test suite in
+#                the release, asan (ASan+UBSan) and tsan presets
+#
+# Debian packages are installed with apt-get only when missing.
+
+DEB_PACKAGES := cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev
+TEST_PRESETS := release asan tsan
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test bench format clean $(addprefix build-,$(TEST_PRESETS) debug)
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build-%: deps
+	cmake --preset $* >/dev/null
+	cmake --build --preset $*
+
+build: build-release
+
+test: deps
+	@bash scripts/run_tests.sh $(TEST_PRESETS)
+
+bench: build-release
+	./build/release/bin/charge_benchmark --json=build/release/charge_benchmark.json
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')
+
+clean:
+	rm -rf build

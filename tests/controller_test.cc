@@ -1,0 +1,211 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Controller settings, the group tree, lifetime and misuse.
+
+#include "umemcg/controller.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace umemcg {
+namespace {
+
+using testing::TestController;
+
+TEST(ControllerTest, DefaultsAreTheNewestKernel) {
+  auto c = Controller::Create();
+  ASSERT_TRUE(c.ok());
+  const ControllerInfo& info = c.value()->info();
+  EXPECT_EQ(info.batch, 64);
+  EXPECT_EQ(info.stock_slots, 7);
+  EXPECT_GE(info.nr_cpus, 1);
+  EXPECT_NE(info.cpu_source, CpuSource::kAuto);
+  EXPECT_EQ(info.cpu_source,
+            RseqAvailable() ? CpuSource::kRseq : CpuSource::kGetcpu);
+}
+
+TEST(ControllerTest, InvalidSettingsNameTheSetting) {
+  struct Case {
+    ControllerOptions options;
+    const char* name;
+  };
+  const Case cases[] = {
+      {{.batch = 0}, "batch"},
+      {{.batch = 128}, "batch"},
+      {{.stock_slots = 0}, "stock_slots"},
+      {{.stock_slots = 17}, "stock_slots"},
+      {{.nr_cpus = -1}, "nr_cpus"},
+      {{.nr_cpus = 5000}, "nr_cpus"},
+  };
+  for (const Case& c : cases) {
+    auto r = Controller::Create(c.options);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.name), std::string_view::npos)
+        << r.status().ToString();
+  }
+  EXPECT_TRUE(Controller::Create({.batch = 127, .stock_slots = 16}).ok());
+  EXPECT_TRUE(Controller::Create({.batch = 1, .stock_slots = 1}).ok());
+}
+
+TEST(ControllerTest, ExplicitSourcesAreReported) {
+  auto c = Controller::Create({.cpu_source = CpuSource::kGetcpu, .nr_cpus = 3});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value()->info().cpu_source, CpuSource::kGetcpu);
+  EXPECT_EQ(c.value()->info().nr_cpus, 3);
+  auto r = Controller::Create({.cpu_source = CpuSource::kRseq});
+  EXPECT_EQ(r.ok(), RseqAvailable());
+}
+
+TEST(ControllerTest, CreateLookupAndPaths) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("a/b");
+  EXPECT_EQ(b->path(), "a/b");
+  EXPECT_EQ(b->parent(), a.get());
+  EXPECT_EQ(b->depth(), 2);
+  EXPECT_TRUE(b->IsDescendantOf(*a));
+  EXPECT_TRUE(b->IsDescendantOf(t.ctrl->root()));
+  EXPECT_FALSE(a->IsDescendantOf(*b));
+  EXPECT_EQ(t.ctrl->Lookup("a/b").value().get(), b.get());
+  EXPECT_EQ(t.ctrl->Lookup("/a/b/").value().get(), b.get());
+  EXPECT_EQ(t.ctrl->Lookup("").value().get(), &t.ctrl->root());
+  EXPECT_EQ(t.ctrl->Lookup("a/x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(t.ctrl->root().ChildNames(), std::vector<std::string>{"a"});
+  EXPECT_NE(a->id(), b->id());
+  EXPECT_EQ(t.ctrl->root().id(), 1u);
+}
+
+TEST(ControllerTest, BadNamesAndDuplicatesAreRefused) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  for (const char* bad : {"", "x/y", ".", ".."}) {
+    EXPECT_EQ(t.ctrl->CreateGroup(t.ctrl->root(), bad).status().code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(t.ctrl->CreateGroup(t.ctrl->root(), "a").status().code(),
+            StatusCode::kAlreadyExists);
+  // Same name under another parent is fine.
+  EXPECT_TRUE(t.ctrl->CreateGroup(*a, "a").ok());
+}
+
+TEST(ControllerTest, RemoveRefusesRootAndParentsOfLiveChildren) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("a/b");
+  EXPECT_EQ(t.ctrl->RemoveGroup(t.ctrl->root()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.ctrl->RemoveGroup(*a).code(), StatusCode::kBusy);
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*b).ok());
+  EXPECT_EQ(t.ctrl->RemoveGroup(*b).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*a).ok());  // offline children don't count
+  EXPECT_EQ(t.ctrl->Lookup("a").status().code(), StatusCode::kNotFound);
+  // A name can be reused once the old group is gone from the tree.
+  EXPECT_TRUE(t.ctrl->CreateGroup(t.ctrl->root(), "a").ok());
+}
+
+TEST(ControllerTest, RemovedGroupRefusesChargesAndLimitsButAcceptsUncharges) {
+  TestController t;
+  GroupRef g = t.Make("g");
+  ASSERT_TRUE(g->TryCharge(Pages(10)).ok());
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*g).ok());
+  EXPECT_FALSE(g->online());
+  EXPECT_EQ(g->TryCharge(Pages(1)).code, StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g->SetMax(Pages(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g->SetHigh(Pages(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g->SetMin(Pages(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g->SetLow(Pages(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g->Reclaim(Pages(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(t.ctrl->CreateGroup(*g, "child").status().code(),
+            StatusCode::kFailedPrecondition);
+  // Removal drained the stock: usage is exactly the live charge.
+  EXPECT_EQ(g->usage(), Pages(10));
+  EXPECT_EQ(t.ctrl->root().usage(), Pages(10));
+  g->Uncharge(Pages(10));
+  EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
+  EXPECT_TRUE(t.errors.empty());
+}
+
+TEST(ControllerTest, RemovalReleasesProtection) {
+  TestController t;
+  GroupRef g = t.Make("g");
+  ASSERT_TRUE(g->SetMin(Pages(100)).ok());
+  ASSERT_TRUE(g->TryCharge(Pages(50), ChargeFlags::kNone).ok());
+  t.Drain();
+  EXPECT_EQ(t.ctrl->root().memory().children_min_usage(), Pages(50));
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*g).ok());
+  EXPECT_EQ(g->memory().min(), Pages(0));
+  EXPECT_EQ(t.ctrl->root().memory().children_min_usage(), Pages(0));
+  g->UnchargeDirect(Pages(50));
+}
+
+TEST(ControllerTest, GroupIsFreedAfterLastReference) {
+  TestController t;
+  const int64_t base = t.ctrl->live_groups();
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("a/b");
+  EXPECT_EQ(t.ctrl->live_groups(), base + 2);
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*b).ok());
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*a).ok());
+  EXPECT_EQ(t.ctrl->live_groups(), base + 2);  // handles still held
+  a.reset();
+  t.ctrl->Reap();
+  EXPECT_EQ(t.ctrl->live_groups(), base + 2);  // b's reference pins a
+  b.reset();
+  t.ctrl->Reap();
+  EXPECT_EQ(t.ctrl->live_groups(), base);
+}
+
+TEST(ControllerTest, LeakedChargesAreReturnedToAncestorsAndReported) {
+  TestController t;
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_TRUE(c->TryCharge(Pages(7), ChargeFlags::kNone).ok());
+  t.Drain();
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
+  c.reset();  // nobody can uncharge those 7 pages any more
+  t.ctrl->Reap();
+  EXPECT_EQ(p->usage(), Pages(0));
+  EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
+  ASSERT_EQ(t.errors.size(), 1u);
+  EXPECT_EQ(t.errors[0], "leak");
+}
+
+TEST(ControllerTest, UnderflowIsClampedCountedAndReported) {
+#if UMEMCG_DCHECK_IS_ON
+  GTEST_SKIP() << "debug builds abort on underflow by design";
+#endif
+  TestController t;
+  GroupRef g = t.Make("g");
+  ASSERT_TRUE(g->TryCharge(Pages(2), ChargeFlags::kNone).ok());
+  t.Drain();
+  g->UnchargeDirect(Pages(5));
+  EXPECT_EQ(g->usage(), Pages(0));
+  EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
+  EXPECT_EQ(t.ctrl->underflows(), 1u);
+  ASSERT_EQ(t.errors.size(), 1u);
+  EXPECT_EQ(t.errors[0], "underflow");
+  // Still consistent afterwards.
+  ASSERT_TRUE(g->TryCharge(Pages(3)).ok());
+  t.Drain();
+  EXPECT_EQ(g->usage(), Pages(3));
+  g->Uncharge(Pages(3));
+}
+
+TEST(ControllerTest, DestructionFreesGroupsAndStocks) {
+  auto c = Controller::Create({.cpu_source = CpuSource::kFake, .nr_cpus = 2});
+  ASSERT_TRUE(c.ok());
+  auto& ctrl = c.value();
+  {
+    GroupRef a = ctrl->CreateGroup(ctrl->root(), "a").value();
+    GroupRef b = ctrl->CreateGroup(*a, "b").value();
+    ASSERT_TRUE(b->TryCharge(Pages(1)).ok());
+    b->Uncharge(Pages(1));  // leaves pages in the stock
+  }
+  ctrl.reset();  // LeakSanitizer checks that everything was freed
+}
+
+}  // namespace
+}  // namespace umemcg
