@@ -1,25 +1,26 @@
-// The README's example: a tenant with a 1 MiB limit, charged page by page.
+// The README's example (kept identical; built by CMake).
 #include <cstdio>
 
 #include "umemcg/umemcg.h"
-
-using umemcg::Controller;
 using umemcg::Pages;
 
 int main() {
-  auto ctrl = Controller::Create({.batch = 64}).value();
+  auto ctrl = umemcg::Controller::Create({.batch = 64}).value();
   umemcg::GroupRef tenant = ctrl->CreateGroup(ctrl->root(), "tenant").value();
-  if (!tenant->SetMax(Pages(256)).ok()) return 1;  // 1 MiB
+  if (!tenant->SetMax(Pages(256)).ok()) return 1;  // 1 MiB hard limit
+  (void)tenant->SetHigh(Pages(192));              // throttle above 768 KiB
 
-  int charged = 0;
-  while (tenant->TryCharge(Pages(1), umemcg::kChargeDefault).ok()) ++charged;
-  std::printf("charged %d pages; usage %llu, max events %llu\n", charged,
-              static_cast<unsigned long long>(tenant->usage().raw()),
-              static_cast<unsigned long long>(
-                  tenant->events(umemcg::MemoryEvent::kMax)));
-  tenant->Uncharge(Pages(static_cast<uint64_t>(charged)));
-  ctrl->DrainAllStocks(*tenant);
-  std::printf("after uncharge: usage %llu\n",
-              static_cast<unsigned long long>(tenant->usage().raw()));
+  // Charge 3 pages; usually served from this CPU's stock (no shared write).
+  umemcg::ChargeResult r = tenant->TryCharge(Pages(3));
+  if (!r.ok()) {
+    // r.code == kResourceExhausted; r.limited_by names the refusing group.
+    return 1;
+  }
+  tenant->Uncharge(Pages(3));  // back through the stock
+
+  // usage counts the pages pre-charged in per-CPU stocks (<= nr_cpus x 64).
+  std::printf("usage %llu pages, %llu of them in stocks\n",
+              (unsigned long long)tenant->usage().raw(),
+              (unsigned long long)tenant->StockedPages().raw());
   return 0;
 }
