@@ -5,7 +5,7 @@
 #
 # Debian packages are installed with apt-get only when missing.
 
-DEB_PACKAGES := cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev
+DEB_PACKAGES := cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
 TEST_PRESETS := release asan tsan
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -16,7 +16,7 @@
 namespace umemcg {
 namespace internal {
 
-thread_local ThreadChargeState tls_charge;
+constinit thread_local ThreadChargeState tls_charge;
 
 Group* ControllerImpl::GroupOfCounter(Group* start,
                                       const PageCounter* counter) {
@@ -99,9 +99,10 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
       tls_charge.over_high_group == g && tls_charge.in_reclaim == 0 &&
       may_reclaim) {
     ChargeResult result;
-    result.throttle = HandleOverHigh(g, flags);
-    if (!HasFlag(flags, ChargeFlags::kNoThrottle)) {
-      result.throttle = std::chrono::milliseconds(0);
+    const std::chrono::milliseconds owed = HandleOverHigh(g, flags);
+    if (HasFlag(flags, ChargeFlags::kNoThrottle)) {
+      result.throttle = std::chrono::duration<int32_t, std::milli>(
+          static_cast<int32_t>(owed.count()));
     }
     return result;
   }

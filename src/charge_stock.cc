@@ -30,16 +30,11 @@ void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {
   }
 }
 
-void ChargeStock::Refill(Group* group, uint64_t n) {
-  if (n > static_cast<uint64_t>(batch_)) {
-    ControllerImpl::UnchargeCounters(group, n);
-    return;
-  }
-  StockShard& s = shards_[cpu_.CurrentShard()];
-  if (!s.lock.try_lock()) {
-    ControllerImpl::UnchargeCounters(group, n);
-    return;
-  }
+void ChargeStock::UnchargeDirect(Group* group, uint64_t n) {
+  ControllerImpl::UnchargeCounters(group, n);
+}
+
+void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
   // Read under the lock: RemoveGroup clears online_ before its DrainAll
   // takes this lock, so either that drain sees the pages we add here, or
   // we see the group offline and do not cache it.
@@ -51,9 +46,10 @@ void ChargeStock::Refill(Group* group, uint64_t n) {
   int empty = -1;
   for (int i = 0; i < slots_; ++i) {
     if (s.cached[i] == group) {
-      const unsigned pages = s.nr_pages[i] + static_cast<unsigned>(n);
-      s.nr_pages[i] = static_cast<uint8_t>(pages);  // <= 2 * 127
-      if (pages > static_cast<unsigned>(batch_)) DrainSlot(s, i, false);
+      // Over one batch (the inline path handled the rest): return the
+      // slot's pages, keep the slot (see the header).
+      s.nr_pages[i] = static_cast<uint8_t>(s.nr_pages[i] + n);  // <= 2*127
+      DrainSlot(s, i, false);
       s.lock.unlock();
       return;
     }

@@ -78,8 +78,27 @@ class ChargeStock {
   // Puts `n` charged pages of `group` into this CPU's stock; they are
   // uncharged directly when n > batch, the shard is busy or the group is
   // offline. A slot passing one batch returns its pages to the counters.
-  // Kernel: refill_stock().
-  void Refill(Group* group, uint64_t n);
+  // Kernel: refill_stock(). The common case (the group's slot exists and
+  // stays within a batch) is inline; the rest is RefillSlow.
+  void Refill(Group* group, uint64_t n) {
+    if (n > static_cast<uint64_t>(batch_)) return UnchargeDirect(group, n);
+    StockShard& s = shards_[cpu_.CurrentShard()];
+    if (!s.lock.try_lock()) return UnchargeDirect(group, n);
+    for (int i = 0; i < slots_; ++i) {
+      if (s.cached[i] != group) continue;
+      // An installed slot implies the group was online when installed;
+      // RemoveGroup's drain runs after it went offline and will take
+      // these pages back (see RefillSlow for the install-time check).
+      const unsigned pages = s.nr_pages[i] + static_cast<unsigned>(n);
+      if (pages <= static_cast<unsigned>(batch_)) {
+        s.nr_pages[i] = static_cast<uint8_t>(pages);
+        s.lock.unlock();
+        return;
+      }
+      break;
+    }
+    RefillSlow(s, group, n);
+  }
 
   // Drains, on every shard, each slot whose group is `subtree` or below it
   // (null: every slot), dropping the slots' references.
@@ -89,6 +108,12 @@ class ChargeStock {
   uint64_t Stocked(const Group* group) const;
 
  private:
+  // The rest of Refill: overflow, installing a slot, eviction. REQUIRES:
+  // s.lock held; releases it.
+  void RefillSlow(StockShard& s, Group* group, uint64_t n);
+  // Returns pages straight to the counters.
+  static void UnchargeDirect(Group* group, uint64_t n);
+
   // Uncharges the slot's pages; with `release` also drops the reference
   // and empties the slot. REQUIRES: s.lock held.
   void DrainSlot(StockShard& s, int i, bool release);

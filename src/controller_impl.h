@@ -55,7 +55,7 @@ struct ThreadChargeState {
   // deadlock waiting for the exclusive lock).
   int in_tree_walk = 0;
 };
-extern thread_local ThreadChargeState tls_charge;
+extern constinit thread_local ThreadChargeState tls_charge;
 
 // Increments a ThreadChargeState depth for the scope's lifetime.
 class DepthScope {

@@ -12,6 +12,8 @@
 #ifndef UMEMCG_CHECK_H_
 #define UMEMCG_CHECK_H_
 
+#include "umemcg/export.h"
+
 #if !defined(NDEBUG) || defined(UMEMCG_FORCE_DCHECK)
 #define UMEMCG_DCHECK_IS_ON 1
 #else
@@ -20,7 +22,8 @@
 
 namespace umemcg::internal {
 // Prints "umemcg: check failed: <expr> at <file>:<line>" and aborts.
-[[noreturn]] void CheckFailed(const char* expr, const char* file, int line);
+[[noreturn]] UMEMCG_EXPORT void CheckFailed(const char* expr, const char* file,
+                                            int line);
 }  // namespace umemcg::internal
 
 #define UMEMCG_CHECK(cond)                                        \

@@ -14,9 +14,11 @@
 #include <chrono>
 #include <cstdint>
 
+#include "umemcg/export.h"
+
 namespace umemcg {
 
-class Clock {
+class UMEMCG_EXPORT Clock {
  public:
   virtual ~Clock() = default;
   // Monotonic time since an arbitrary epoch.
@@ -26,11 +28,11 @@ class Clock {
 };
 
 // steady_clock and std::this_thread::sleep_for. Never null; lives forever.
-Clock* SystemClock();
+UMEMCG_EXPORT Clock* SystemClock();
 
 // A clock that only moves when told to: SleepFor advances it instead of
 // blocking and records what was slept (for tests of throttling).
-class ManualClock final : public Clock {
+class UMEMCG_EXPORT ManualClock final : public Clock {
  public:
   std::chrono::nanoseconds Now() override {
     return std::chrono::nanoseconds(now_ns_.load(std::memory_order_relaxed));

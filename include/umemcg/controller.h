@@ -28,6 +28,7 @@
 
 #include "umemcg/clock.h"
 #include "umemcg/cpu.h"
+#include "umemcg/export.h"
 #include "umemcg/group.h"
 #include "umemcg/status.h"
 #include "umemcg/units.h"
@@ -85,7 +86,7 @@ struct ControllerInfo {
   bool local_events = false;
 };
 
-class Controller {
+class UMEMCG_EXPORT Controller {
  public:
   // Validates `options` (an invalid setting returns kInvalidArgument naming
   // it; kRseq where rseq is unavailable returns kFailedPrecondition).

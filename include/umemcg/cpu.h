@@ -23,25 +23,27 @@
 #include <optional>
 #include <string_view>
 
+#include "umemcg/export.h"
+
 namespace umemcg {
 
 enum class CpuSource : uint8_t { kAuto, kRseq, kGetcpu, kFake };
 
 // "auto", "rseq", "getcpu", "fake".
-const char* CpuSourceName(CpuSource source);
+UMEMCG_EXPORT const char* CpuSourceName(CpuSource source);
 // Inverse of CpuSourceName; nullopt for anything else.
-std::optional<CpuSource> ParseCpuSource(std::string_view name);
+UMEMCG_EXPORT std::optional<CpuSource> ParseCpuSource(std::string_view name);
 
 // True when glibc registered an rseq area for this process (glibc >= 2.35
 // and not disabled with GLIBC_TUNABLES=glibc.pthread.rseq=0).
-bool RseqAvailable();
+UMEMCG_EXPORT bool RseqAvailable();
 
 // Sets the calling thread's CPU id for controllers using CpuSource::kFake.
 // Ids at or above the controller's nr_cpus wrap modulo nr_cpus.
 // REQUIRES: cpu >= 0.
-void SetFakeCpu(int cpu);
+UMEMCG_EXPORT void SetFakeCpu(int cpu);
 // The calling thread's fake CPU id (0 until set).
-int FakeCpu();
+UMEMCG_EXPORT int FakeCpu();
 
 }  // namespace umemcg
 

@@ -20,6 +20,8 @@
 #include <optional>
 #include <string_view>
 
+#include "umemcg/export.h"
+
 namespace umemcg {
 
 enum class MemoryEvent : int {
@@ -34,8 +36,9 @@ inline constexpr size_t kNumMemoryEvents = 6;
 
 // The memory.events key: "low", "high", "max", "oom", "oom_kill",
 // "oom_group_kill".
-const char* MemoryEventName(MemoryEvent event);
-std::optional<MemoryEvent> ParseMemoryEvent(std::string_view name);
+UMEMCG_EXPORT const char* MemoryEventName(MemoryEvent event);
+UMEMCG_EXPORT std::optional<MemoryEvent> ParseMemoryEvent(
+    std::string_view name);
 
 }  // namespace umemcg
 

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "umemcg/events.h"
+#include "umemcg/export.h"
 #include "umemcg/page_counter.h"
 #include "umemcg/status.h"
 #include "umemcg/units.h"
@@ -104,15 +105,17 @@ struct [[nodiscard]] ChargeResult {
   StatusCode code = StatusCode::kOk;
   // Charged past a max (kNoFail / kHigh, or from inside a reclaimer).
   bool forced = false;
+  // With ChargeFlags::kNoThrottle: the memory.high penalty the caller owes
+  // (0 when none; at most 2 s); without it the thread already slept it.
+  std::chrono::duration<int32_t, std::milli> throttle{0};
   // The group whose max refused the charge (or was exceeded by a forced
   // one); null otherwise. Valid while the caller holds the charged group.
   Group* limited_by = nullptr;
-  // With ChargeFlags::kNoThrottle: the memory.high penalty the caller owes
-  // (0 when none); without it the charging thread already slept it.
-  std::chrono::milliseconds throttle{0};
 
   bool ok() const { return code == StatusCode::kOk; }
 };
+// 16 bytes, trivially copyable: returned in two registers.
+static_assert(sizeof(ChargeResult) == 16);
 
 // ---- Callbacks ----
 
@@ -124,7 +127,7 @@ struct [[nodiscard]] ChargeResult {
 // reclaimers (those calls fail with kFailedPrecondition from inside a
 // callback); charges made from inside are forced, as in the kernel's
 // PF_MEMALLOC context.
-class Reclaimer {
+class UMEMCG_EXPORT Reclaimer {
  public:
   virtual ~Reclaimer() = default;
   // Pages this reclaimer could free now (count_objects).
@@ -134,7 +137,7 @@ class Reclaimer {
 };
 
 // What the OOM handler is told.
-struct OomContext {
+struct UMEMCG_EXPORT OomContext {
   // The group whose max the charge could not fit under (the OOM domain).
   Group* over_limit = nullptr;
   // over_limit itself when it has memory.oom.group set, else null.
@@ -172,7 +175,7 @@ using EventCallback =
 
 // A counted reference to a Group: keeps it (and its ancestors) allocated,
 // whether online or not. Copying takes a reference (one atomic increment).
-class GroupRef {
+class UMEMCG_EXPORT GroupRef {
  public:
   GroupRef() = default;
   // Takes a new reference to `group` (may be null).
@@ -199,7 +202,7 @@ class GroupRef {
 
 // ---- Group ----
 
-class alignas(64) Group {
+class UMEMCG_EXPORT alignas(64) Group {
  public:
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;

@@ -33,12 +33,13 @@
 #include <atomic>
 #include <cstdint>
 
+#include "umemcg/export.h"
 #include "umemcg/status.h"
 #include "umemcg/units.h"
 
 namespace umemcg {
 
-class PageCounter {
+class UMEMCG_EXPORT PageCounter {
  public:
   // `parent` (may be null) must outlive this counter. Protection tracking
   // (min/low propagation) costs a few reads per level per charge; only

@@ -19,16 +19,18 @@
 #ifndef UMEMCG_STATUS_H_
 #define UMEMCG_STATUS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "umemcg/check.h"
+#include "umemcg/export.h"
 
 namespace umemcg {
 
-enum class StatusCode : int {
+enum class StatusCode : uint8_t {
   kOk = 0,
   kInvalidArgument = 1,
   kBusy = 2,
@@ -40,11 +42,11 @@ enum class StatusCode : int {
 };
 
 // "OK", "INVALID_ARGUMENT", ...; never null.
-const char* StatusCodeName(StatusCode code);
+UMEMCG_EXPORT const char* StatusCodeName(StatusCode code);
 // The errno the kernel returns for this code (0 for kOk).
-int ErrnoOf(StatusCode code);
+UMEMCG_EXPORT int ErrnoOf(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] UMEMCG_EXPORT Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string_view message);

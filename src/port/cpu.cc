@@ -13,7 +13,7 @@
 namespace umemcg {
 namespace internal {
 
-thread_local int tls_fake_cpu = 0;
+constinit thread_local int tls_fake_cpu = 0;
 
 namespace {
 

@@ -33,7 +33,7 @@
 namespace umemcg::internal {
 
 // The calling thread's fake CPU id (CpuSource::kFake).
-extern thread_local int tls_fake_cpu;
+extern constinit thread_local int tls_fake_cpu;
 
 // Possible CPU ids of this machine, ascending. Never empty.
 std::vector<int> PossibleCpus();
