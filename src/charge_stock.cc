@@ -83,6 +83,38 @@ void ChargeStock::DrainAll(const Group* subtree) {
   }
 }
 
+std::string ChargeStock::CheckInvariants() const {
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    StockShard& s = shards_[cpu];
+    s.lock.lock();
+    std::string bad;
+    for (int i = 0; i < kMaxStockSlots && bad.empty(); ++i) {
+      const std::string where =
+          "cpu " + std::to_string(cpu) + " slot " + std::to_string(i);
+      if (i >= slots_ && (s.cached[i] != nullptr || s.nr_pages[i] != 0)) {
+        bad = where + ": used beyond stock_slots";
+      } else if (s.nr_pages[i] > batch_) {
+        bad = where + ": holds more than one batch";
+      } else if (s.cached[i] == nullptr && s.nr_pages[i] != 0) {
+        bad = where + ": pages without a group";
+      } else if (s.cached[i] != nullptr &&
+                 s.cached[i]->refs_.load(std::memory_order_relaxed) <= 0) {
+        bad = where + ": caches a group with no reference";
+      }
+    }
+    for (int i = 0; i < slots_ && bad.empty(); ++i) {
+      for (int j = i + 1; j < slots_; ++j) {
+        if (s.cached[i] != nullptr && s.cached[i] == s.cached[j]) {
+          bad = "cpu " + std::to_string(cpu) + ": a group in two slots";
+        }
+      }
+    }
+    s.lock.unlock();
+    if (!bad.empty()) return bad;
+  }
+  return "";
+}
+
 uint64_t ChargeStock::Stocked(const Group* group) const {
   uint64_t total = 0;
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {

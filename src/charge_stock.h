@@ -22,6 +22,7 @@
 #define UMEMCG_SRC_CHARGE_STOCK_H_
 
 #include <cstdint>
+#include <string>
 
 #include "port/cpu.h"
 #include "port/per_cpu.h"
@@ -103,6 +104,10 @@ class ChargeStock {
   // Drains, on every shard, each slot whose group is `subtree` or below it
   // (null: every slot), dropping the slots' references.
   void DrainAll(const Group* subtree);
+
+  // Empty string if every slot holds at most one batch and a referenced
+  // group; else a description of the first bad slot. Quiescent use only.
+  std::string CheckInvariants() const;
 
   // Pages cached for `group` over all shards.
   uint64_t Stocked(const Group* group) const;

@@ -11,6 +11,7 @@
 
 #include "umemcg/controller.h"
 
+#include <algorithm>
 #include <string>
 
 #include "charge_stock.h"
@@ -233,6 +234,52 @@ Status Controller::RemoveGroup(Group& group) {
   stock_->DrainAll(&group);
   group.Put();  // the tree's reference
   Reap();
+  return Status::Ok();
+}
+
+Status Controller::CheckInvariants() {
+  auto fail = [](const Group& g, const std::string& what) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "group '" + g.path() + "': " + what);
+  };
+  if (std::string bad = stock_->CheckInvariants(); !bad.empty()) {
+    return Status(StatusCode::kFailedPrecondition, "stock " + bad);
+  }
+  std::shared_lock<std::shared_mutex> lock(tree_mu_);
+  std::vector<Group*> stack{root_};
+  while (!stack.empty()) {
+    Group* g = stack.back();
+    stack.pop_back();
+    uint64_t children_usage = 0;
+    uint64_t children_min = 0;
+    uint64_t children_low = 0;
+    for (Group* c : g->children_) {
+      if (c->parent_ != g || !c->online()) return fail(*c, "bad tree link");
+      if (c->refs_.load(std::memory_order_relaxed) <= 0) {
+        return fail(*c, "online with no reference");
+      }
+      children_usage += c->memory_.usage().raw();
+      children_min += c->memory_.min_usage().raw();
+      children_low += c->memory_.low_usage().raw();
+      stack.push_back(c);
+    }
+    const PageCounter& m = g->memory_;
+    if (m.usage().raw() < children_usage) {
+      return fail(*g, "usage below the sum of its children's");
+    }
+    // Offline children were reset to min = low = 0, so they add nothing.
+    if (m.children_min_usage().raw() != children_min) {
+      return fail(*g, "children_min_usage is not the children's sum");
+    }
+    if (m.children_low_usage().raw() != children_low) {
+      return fail(*g, "children_low_usage is not the children's sum");
+    }
+    if (g->parent_ != nullptr &&
+        (m.min_usage() != std::min(m.usage(), m.min()) ||
+         m.low_usage() != std::min(m.usage(), m.low()))) {
+      return fail(*g, "protected usage out of date");
+    }
+  }
   return Status::Ok();
 }
 

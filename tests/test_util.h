@@ -44,6 +44,12 @@ struct TestController {
     EXPECT_TRUE(g.ok()) << g.status().ToString();
     return g.ok() ? g.value() : GroupRef();
   }
+  ~TestController() {
+    if (ctrl) {
+      Status s = ctrl->CheckInvariants();
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+  }
   void Drain() { ctrl->DrainAllStocks(ctrl->root()); }
 
   ManualClock clock;

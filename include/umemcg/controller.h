@@ -126,6 +126,14 @@ class UMEMCG_EXPORT Controller {
   // mid-operation (nanoseconds: no stock section blocks).
   void DrainAllStocks(Group& subtree);
 
+  // Validates the structure at a quiescent point (no concurrent charges,
+  // uncharges or limit changes): each group's usage covers its online
+  // children's, each parent's children_min/low_usage equals the sum of its
+  // online children's protected usage, and every stock slot is within one
+  // batch and held by a live group. Returns kFailedPrecondition naming the
+  // first violation. Walks the whole tree and every CPU's stock.
+  Status CheckInvariants();
+
   // Frees groups whose last reference went since the last tree operation.
   // Tree operations and the destructor call it; call it to free sooner.
   void Reap();
