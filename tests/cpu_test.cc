@@ -12,6 +12,14 @@
 #include "umemcg/cpu.h"
 
 namespace umemcg::internal {
+
+class CpuIdSourcePeer {
+ public:
+  static int Map(const CpuIdSource& s, unsigned id) {
+    return id < s.dense_limit_ ? static_cast<int>(id) : s.MapSlow(id);
+  }
+};
+
 namespace {
 
 TEST(CpuSourceTest, NamesRoundTrip) {
@@ -70,6 +78,30 @@ TEST(CpuSourceTest, ShardIsAlwaysInRange) {
       EXPECT_LT(shard, s->nr_shards());
     }
   }
+}
+
+TEST(CpuSourceTest, ParsesCpuLists) {
+  EXPECT_EQ(ParseCpuList("0-3\n"), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(ParseCpuList("0,2-4,7"), (std::vector<int>{0, 2, 3, 4, 7}));
+  EXPECT_EQ(ParseCpuList("5"), (std::vector<int>{5}));
+  EXPECT_TRUE(ParseCpuList("a-b").empty());
+  EXPECT_TRUE(ParseCpuList("3-1").empty());
+  EXPECT_TRUE(ParseCpuList("1-2x").empty());
+}
+
+TEST(CpuSourceTest, SparseIdsMapDensely) {
+  auto s = CpuIdSource::Create(CpuSource::kGetcpu, 0, {0, 2, 3, 4, 7});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->nr_shards(), 5);
+  const int expected[] = {0, 1, 1, 2, 3, 1, 2, 4};  // ids 1, 5, 6 wrap
+  for (unsigned id = 0; id < 8; ++id) {
+    EXPECT_EQ(CpuIdSourcePeer::Map(*s, id), id == 1 || id == 5 || id == 6
+                                                ? static_cast<int>(id % 5)
+                                                : expected[id])
+        << id;
+  }
+  EXPECT_EQ(CpuIdSourcePeer::Map(*s, 1000), 1000 % 5);
+  EXPECT_FALSE(CpuIdSource::Create(CpuSource::kGetcpu, 0, {}).ok());
 }
 
 TEST(TryLockTest, TryLockFailsWhileHeld) {

@@ -15,9 +15,6 @@ namespace internal {
 
 constinit thread_local int tls_fake_cpu = 0;
 
-namespace {
-
-// Parses a kernel cpulist ("0-3,8,10-11"). Empty on malformed input.
 std::vector<int> ParseCpuList(const std::string& text) {
   std::vector<int> cpus;
   std::stringstream in(text);
@@ -42,8 +39,6 @@ std::vector<int> ParseCpuList(const std::string& text) {
   return cpus;
 }
 
-}  // namespace
-
 std::vector<int> PossibleCpus() {
   std::ifstream f("/sys/devices/system/cpu/possible");
   std::string line;
@@ -58,6 +53,14 @@ std::vector<int> PossibleCpus() {
 }
 
 StatusOr<CpuIdSource> CpuIdSource::Create(CpuSource requested, int nr_cpus) {
+  return Create(requested, nr_cpus, PossibleCpus());
+}
+
+StatusOr<CpuIdSource> CpuIdSource::Create(CpuSource requested, int nr_cpus,
+                                          const std::vector<int>& possible) {
+  if (possible.empty()) {
+    return Status(StatusCode::kInvalidArgument, "no possible CPUs");
+  }
   CpuIdSource s;
   switch (requested) {
     case CpuSource::kAuto:
@@ -73,7 +76,6 @@ StatusOr<CpuIdSource> CpuIdSource::Create(CpuSource requested, int nr_cpus) {
     default:
       s.source_ = requested;
   }
-  const std::vector<int> possible = PossibleCpus();
   if (nr_cpus > 0) {
     // Explicit shard count: ids 0..nr_cpus-1 map to themselves and
     // larger ids wrap, whatever the machine has.

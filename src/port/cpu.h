@@ -18,6 +18,7 @@
 #include <sched.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "umemcg/cpu.h"
@@ -37,12 +38,17 @@ extern constinit thread_local int tls_fake_cpu;
 
 // Possible CPU ids of this machine, ascending. Never empty.
 std::vector<int> PossibleCpus();
+// Parses a kernel cpulist ("0-3,8,10-11"); empty on malformed input.
+std::vector<int> ParseCpuList(const std::string& text);
 
 class CpuIdSource {
  public:
   // `nr_cpus` 0 = one shard per possible CPU. kAuto resolves to kRseq when
   // available. kRseq without rseq: kFailedPrecondition.
   static StatusOr<CpuIdSource> Create(CpuSource requested, int nr_cpus);
+  // As Create, with the possible CPU ids given (ascending, non-empty).
+  static StatusOr<CpuIdSource> Create(CpuSource requested, int nr_cpus,
+                                      const std::vector<int>& possible);
   CpuIdSource() = default;
 
   CpuSource source() const { return source_; }
@@ -79,6 +85,7 @@ class CpuIdSource {
     }
   }
   int MapSlow(unsigned id) const;
+  friend class CpuIdSourcePeer;
 
   CpuSource source_ = CpuSource::kGetcpu;
   int nr_shards_ = 1;
