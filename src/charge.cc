@@ -40,7 +40,13 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   uint64_t batch = std::max<uint64_t>(static_cast<uint64_t>(stock.batch()), n);
   int retries = kMaxReclaimRetries;
   int progress_rounds = 0;
-  bool drained = false;
+  // The subtree whose stocks were last drained (kernel: `drained`, a
+  // bool). A charge can fail at its own level, fit there once that
+  // subtree's stocks are back, and then fail at an ancestor whose usage
+  // holds other groups' stock: that ancestor is drained too, so stock never
+  // causes a failure that draining would avoid. `over` is always g or an
+  // ancestor, so `drained` only moves up: at most one drain per level.
+  Group* drained = nullptr;
   bool raised_max = false;
   bool first = true;
   Group* over = nullptr;
@@ -69,10 +75,11 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
       const uint64_t reclaimed = ReclaimSubtree(over, n);
       if (over->memory_.margin().raw() >= n) continue;
       // Pages cached in other CPUs' stocks count against the limit: give
-      // them back once before trying harder.
-      if (!drained) {
+      // back those of the refusing level's subtree (once per level) before
+      // trying harder.
+      if (drained == nullptr || !over->IsDescendantOf(*drained)) {
         ctrl.DrainAllStocks(*over);
-        drained = true;
+        drained = over;
         continue;
       }
       if (HasFlag(flags, ChargeFlags::kNoRetry)) goto nomem;

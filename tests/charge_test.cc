@@ -269,5 +269,50 @@ TEST(ChargeTest, MaxAboveCounterMaximumMeansUnlimited) {
   EXPECT_EQ(g->memory().max(), kPageCounterMax);
 }
 
+// A charge fails first at the group's own max and, after the group's
+// stocks are drained, at an ancestor's max because a sibling's stock fills
+// the ancestor. The charge path must drain the ancestor's subtree too
+// before failing: the header promises that stock never causes a failure
+// that draining would avoid. (Found by RandomOperationsMatchTheModel.)
+TEST(StockDrainRegressionTest, EveryLimitingLevelIsDrainedBeforeFailing) {
+  ControllerOptions options;
+  options.batch = 8;
+  options.cpu_source = CpuSource::kFake;
+  options.nr_cpus = 4;
+  auto ctrl = Controller::Create(std::move(options)).value();
+  GroupRef a = ctrl->CreateGroup(ctrl->root(), "a").value();
+  GroupRef g = ctrl->CreateGroup(*a, "g").value();
+  GroupRef h = ctrl->CreateGroup(*a, "h").value();
+  ASSERT_TRUE(a->SetMax(Pages(15)).ok());
+  ASSERT_TRUE(g->SetMax(Pages(12)).ok());
+  SetFakeCpu(0);
+  // g: 5 used + 3 in CPU 0's stock.
+  ASSERT_TRUE(g->TryCharge(Pages(5), ChargeFlags::kNone).ok());
+  // h: the batch does not fit under a, so exactly 5; then 2 returned to
+  // CPU 0's stock.
+  ASSERT_TRUE(h->TryCharge(Pages(5), ChargeFlags::kNone).ok());
+  h->Uncharge(Pages(2));
+  ASSERT_EQ(a->usage(), Pages(13));  // 8 used + 5 stocked
+  // On CPU 1, 6 more for g: g would be at 11 <= 12 and a at 14 <= 15 once
+  // the stocks are returned.
+  SetFakeCpu(1);
+  ChargeResult r = g->TryCharge(Pages(6), kChargeDefault);
+  SetFakeCpu(0);
+  EXPECT_TRUE(r.ok()) << StatusCodeName(r.code) << " limited by "
+                      << (r.limited_by ? r.limited_by->path() : "-");
+  EXPECT_FALSE(r.forced);
+  ctrl->DrainAllStocks(ctrl->root());
+  if (r.ok()) {
+    EXPECT_EQ(g->usage(), Pages(11));
+    EXPECT_EQ(a->usage(), Pages(14));
+    g->Uncharge(Pages(6));
+  }
+  g->Uncharge(Pages(5));
+  h->Uncharge(Pages(3));
+  ctrl->DrainAllStocks(ctrl->root());
+  EXPECT_EQ(ctrl->root().usage(), Pages(0));
+  EXPECT_EQ(ctrl->underflows(), 0u);
+}
+
 }  // namespace
 }  // namespace umemcg
