@@ -49,6 +49,7 @@
 #include "umemcg/events.h"
 #include "umemcg/export.h"
 #include "umemcg/page_counter.h"
+#include "umemcg/stats.h"
 #include "umemcg/status.h"
 #include "umemcg/units.h"
 
@@ -265,6 +266,20 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Replaces the event callback (null removes it).
   void SetEventCallback(EventCallback callback);
 
+  // ---- Statistics (memory.stat) ----
+
+  // Adds `delta` (in the item's unit: pages, bytes or events) to `item` of
+  // this group. Refused (no-op, returns false) on a removed group or an
+  // unknown item.
+  bool ModState(StatItem item, int64_t delta);
+  // Counts `n` occurrences of an event item (pgfault, ...).
+  bool CountEvent(StatItem item, uint64_t n = 1) {
+    return ModState(item, static_cast<int64_t>(n));
+  }
+  // This group's own updates of `item` / its subtree's, in the item's unit.
+  int64_t StatLocal(StatItem item) const;
+  int64_t Stat(StatItem item) const;
+
   // ---- Observers ----
 
   // The hierarchical counter: usage, limits, peaks, failcnt, protection.
@@ -341,6 +356,11 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Callbacks, replaced atomically; read on slow paths only.
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
   std::atomic<std::shared_ptr<const EventCallback>> event_callback_;
+
+  // Statistics: own (local) and subtree (hierarchical) values per built-in
+  // item. Relaxed: independent counters, exact once updates quiesce.
+  std::atomic<int64_t> stat_local_[kNumBuiltinStatItems] = {};
+  std::atomic<int64_t> stat_hier_[kNumBuiltinStatItems] = {};
 
   // Guarded by the controller's tree lock.
   std::vector<Group*> children_;  // online children, creation order
