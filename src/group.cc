@@ -128,10 +128,14 @@ Status CheckMayReclaim() {
 
 }  // namespace
 
-Status Group::SetMax(Pages max) {
+Status Group::SetMax(Pages max, ChargeFlags flags) {
   if (Status s = CheckWritable(*this); !s.ok()) return s;
-  if (Status s = CheckMayReclaim(); !s.ok()) return s;
   max = std::min(max, kPageCounterMax);
+  if (!HasFlag(flags, ChargeFlags::kMayReclaim)) {
+    memory_.ExchangeMax(max);
+    return Status::Ok();
+  }
+  if (Status s = CheckMayReclaim(); !s.ok()) return s;
   memory_.ExchangeMax(max);
   // Kernel: memory_max_write(). Drain once, reclaim up to 16 fruitless
   // rounds, then OOM until usage fits or the handler gives up.
@@ -155,10 +159,14 @@ Status Group::SetMax(Pages max) {
   return Status::Ok();
 }
 
-Status Group::SetHigh(Pages high) {
+Status Group::SetHigh(Pages high, ChargeFlags flags) {
   if (Status s = CheckWritable(*this); !s.ok()) return s;
-  if (Status s = CheckMayReclaim(); !s.ok()) return s;
   high = std::min(high, kPageCounterMax);
+  if (!HasFlag(flags, ChargeFlags::kMayReclaim)) {
+    memory_.SetHigh(high);
+    return Status::Ok();
+  }
+  if (Status s = CheckMayReclaim(); !s.ok()) return s;
   memory_.SetHigh(high);
   // Kernel: memory_high_write().
   int retries = internal::kMaxReclaimRetries;

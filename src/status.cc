@@ -26,6 +26,10 @@ const char* StatusCodeName(StatusCode code) {
       return "RESOURCE_EXHAUSTED";
     case StatusCode::kAgain:
       return "AGAIN";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
   }
   return "UNKNOWN";
 }
@@ -48,6 +52,10 @@ int ErrnoOf(StatusCode code) {
       return ENOMEM;
     case StatusCode::kAgain:
       return EAGAIN;
+    case StatusCode::kPermissionDenied:
+      return EACCES;
+    case StatusCode::kOutOfRange:
+      return ERANGE;
   }
   return EINVAL;
 }

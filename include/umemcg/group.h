@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -240,10 +241,12 @@ class UMEMCG_EXPORT alignas(64) Group {
 
   // memory.max: sets the limit, then drains stocks, reclaims and, failing
   // that, invokes OOM handling until usage fits or nothing makes progress.
-  // Succeeds even when usage stays above `max`.
-  Status SetMax(Pages max);
-  // memory.high: sets the limit, then drains and reclaims toward it.
-  Status SetHigh(Pages high);
+  // Succeeds even when usage stays above `max`. Without kMayReclaim in
+  // `flags` only the limit is set (the kernel's O_NONBLOCK write).
+  Status SetMax(Pages max, ChargeFlags flags = kChargeDefault);
+  // memory.high: sets the limit, then drains and reclaims toward it
+  // (only sets it without kMayReclaim).
+  Status SetHigh(Pages high, ChargeFlags flags = kChargeDefault);
   // memory.min / memory.low: hard and best-effort protection.
   Status SetMin(Pages min);
   Status SetLow(Pages low);
@@ -279,6 +282,14 @@ class UMEMCG_EXPORT alignas(64) Group {
   // This group's own updates of `item` / its subtree's, in the item's unit.
   int64_t StatLocal(StatItem item) const;
   int64_t Stat(StatItem item) const;
+
+  // ---- cgroup-v2 files (see files.h) ----
+
+  // Reads / writes memory file `name` through a one-shot handle.
+  StatusOr<std::string> ReadFile(std::string_view name);
+  Status WriteFile(std::string_view name, std::string_view text);
+  // The memory files this group has (the root has fewer).
+  std::vector<std::string> ListFiles() const;
 
   // ---- Observers ----
 
@@ -320,6 +331,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class internal::ChargeStock;
   friend class internal::ControllerImpl;
   friend class internal::ReclaimWalk;
+  friend struct PeakRegistry;
 
   Group(Controller* controller, Group* parent, std::string name, uint64_t id);
   ~Group();
@@ -361,6 +373,11 @@ class UMEMCG_EXPORT alignas(64) Group {
   // item. Relaxed: independent counters, exact once updates quiesce.
   std::atomic<int64_t> stat_local_[kNumBuiltinStatItems] = {};
   std::atomic<int64_t> stat_hier_[kNumBuiltinStatItems] = {};
+
+  // memory.peak handles that have written (per-handle peaks), guarded by
+  // peaks_mu_ (kernel: peaks_lock). Only file operations touch them.
+  std::mutex peaks_mu_;
+  std::vector<int64_t*> peak_watchers_;
 
   // Guarded by the controller's tree lock.
   std::vector<Group*> children_;  // online children, creation order

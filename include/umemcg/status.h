@@ -7,7 +7,8 @@
 // Codes map to the kernel's errno values where the cgroup-v2 file interface
 // returns them (ErrnoOf): kInvalidArgument -> EINVAL, kBusy -> EBUSY,
 // kNotFound -> ENOENT, kAlreadyExists -> EEXIST, kFailedPrecondition ->
-// ENODEV, kResourceExhausted -> ENOMEM, kAgain -> EAGAIN.
+// ENODEV, kResourceExhausted -> ENOMEM, kAgain -> EAGAIN, kPermissionDenied
+// -> EACCES, kOutOfRange -> ERANGE.
 //
 // An OK Status holds no allocation. An error Status holds a heap-allocated
 // message, so Status is never built on a charge or uncharge path (those
@@ -39,6 +40,8 @@ enum class StatusCode : uint8_t {
   kFailedPrecondition = 5,
   kResourceExhausted = 6,
   kAgain = 7,
+  kPermissionDenied = 8,
+  kOutOfRange = 9,
 };
 
 // "OK", "INVALID_ARGUMENT", ...; never null.

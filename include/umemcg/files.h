@@ -1,0 +1,103 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The cgroup-v2 memory file interface: every group can be read and written
+// by file name (memory.current, memory.max, memory.events, ...) with the
+// kernel's formats, parsing rules and errno values, so habits, scripts and
+// dashboards carry over. Group::ReadFile / WriteFile / ListFiles are the
+// one-shot forms; MemoryFile is an open handle, needed for memory.peak,
+// whose writes reset the peak seen through that handle only.
+//
+// Files (R = readable, W = writable; "root" = present on the root group):
+//   memory.current       R     usage in bytes
+//   memory.min/low       RW    protection: bytes or "max"
+//   memory.high/max      RW    limits: bytes or "max"
+//   memory.peak          RW    peak usage in bytes; a write resets this
+//                              handle's peak
+//   memory.events(.local) R    "low N\nhigh N\nmax N\noom N\noom_kill N\n
+//                              oom_group_kill N\n"
+//   memory.stat          R  root  "key value\n" in the kernel's order
+//   memory.oom.group     RW    "0" / "1"
+//   memory.reclaim       W  root  "<size> [swappiness=N|max]"
+//   memory.stock         R  root  umemcg: bytes cached in per-CPU stocks
+// Errors (Status code -> errno): bad syntax kInvalidArgument (EINVAL), a
+// write to a read-only file or a read of a write-only one
+// kPermissionDenied (EACCES), unknown file or one absent on the root
+// kNotFound (ENOENT), a removed group kFailedPrecondition (ENODEV),
+// memory.reclaim short of its target kAgain (EAGAIN), an integer out of
+// range kOutOfRange (ERANGE). There are no signals here, so no EINTR.
+//
+// Parsing (kernel page_counter_memparse): leading and trailing whitespace
+// is stripped; "max" (exactly) means no limit; otherwise an unsigned
+// integer with C-style base (0x hex, leading 0 octal) and at most one
+// suffix K/M/G/T/P/E (either case, powers of 1024); anything left over is
+// EINVAL ("1GB", "1 G", "-5"). Bytes are floored to whole pages. An empty
+// string parses as 0, as in the kernel. Values too large for a page count
+// (the kernel's parser would wrap) saturate to "max".
+//
+// Thread safety: all functions may be called from any thread; a MemoryFile
+// must not be used by two threads at once.
+
+#ifndef UMEMCG_FILES_H_
+#define UMEMCG_FILES_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "umemcg/export.h"
+#include "umemcg/group.h"
+#include "umemcg/status.h"
+#include "umemcg/units.h"
+
+namespace umemcg {
+
+// kernel page_counter_memparse(buf, "max"): pages, or kInvalidArgument.
+UMEMCG_EXPORT StatusOr<Pages> ParseMemoryLimit(std::string_view text);
+// kernel memparse() on a whole string (no "max"): bytes, or
+// kInvalidArgument; saturates at UINT64_MAX.
+UMEMCG_EXPORT StatusOr<uint64_t> ParseMemorySize(std::string_view text);
+// "max\n" for kPageCounterMax (or more), else the byte count and "\n".
+UMEMCG_EXPORT std::string FormatMemoryLimit(Pages pages);
+
+// How a write that may reclaim behaves (the kernel's O_NONBLOCK).
+enum class WriteMode { kBlocking, kNonBlocking };
+
+class UMEMCG_EXPORT MemoryFile {
+ public:
+  // Opens `name` on `group`. kNotFound for unknown files and files absent
+  // on the root; kFailedPrecondition if the group was removed.
+  static StatusOr<std::unique_ptr<MemoryFile>> Open(Group& group,
+                                                    std::string_view name);
+  ~MemoryFile();
+
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+
+  // The file's current text (see the table above).
+  StatusOr<std::string> Read();
+  // Parses and applies `text`. memory.high / memory.max writes drain stocks,
+  // reclaim and (max) run OOM handling unless kNonBlocking; they succeed
+  // even when usage stays above the new limit, as in the kernel.
+  Status Write(std::string_view text, WriteMode mode = WriteMode::kBlocking);
+
+  std::string_view name() const;
+  Group& group() const { return *group_; }
+
+  // One row of the file table (files.cc).
+  struct Spec;
+
+ private:
+  MemoryFile(GroupRef group, const Spec* spec);
+
+  GroupRef group_;
+  const Spec* spec_;
+  // memory.peak: this handle's reset value in pages; -1 until it writes.
+  int64_t peak_value_ = -1;
+  friend class internal::ControllerImpl;
+  friend struct PeakRegistry;
+};
+
+}  // namespace umemcg
+
+#endif  // UMEMCG_FILES_H_

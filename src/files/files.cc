@@ -1,0 +1,318 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The memory files: one table of {name, root?, read, write} and a handler
+// per file, re-expressing the kernel's memory_*_show / memory_*_write
+// (mm/memcontrol.c) on top of the typed Group API.
+
+#include "umemcg/files.h"
+
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <string>
+
+#include "files/parse.h"
+#include "umemcg/controller.h"
+
+namespace umemcg {
+namespace {
+
+using internal::StripSpace;
+
+constexpr size_t kMaxWriteBytes = 4096;  // one page, as kernfs takes
+
+Status Invalid(std::string what) {
+  return Status(StatusCode::kInvalidArgument, what);
+}
+
+std::string BytesLine(Pages p) { return std::to_string(p.in_bytes()) + "\n"; }
+
+// Well-formed UTF-8 without NUL (anything a kernel string write carries).
+bool ValidText(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) return false;
+    size_t extra = 0;
+    if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3;
+    } else if (c >= 0x80) {
+      return false;  // continuation byte or invalid lead
+    }
+    if (i + extra >= s.size() && extra > 0) return false;  // truncated
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+// kstrtoint(s, 0): optional sign, C-style radix, the whole string.
+StatusOr<int> ParseInt(std::string_view text) {
+  std::string_view s = StripSpace(text);
+  bool negative = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  uint64_t v = 0;
+  bool overflow = false;
+  const size_t n = internal::ParseUnsigned(s, &v, &overflow);
+  if (n == 0 || n != s.size()) return Invalid("not an integer");
+  if (overflow || v > (negative ? uint64_t{INT_MAX} + 1 : uint64_t{INT_MAX})) {
+    return Status(StatusCode::kOutOfRange, "integer out of range");
+  }
+  return negative ? static_cast<int>(-static_cast<int64_t>(v))
+                  : static_cast<int>(v);
+}
+
+std::string EventsText(const Group& g, bool local) {
+  std::string out;
+  for (size_t i = 0; i < kNumMemoryEvents; ++i) {
+    const auto e = static_cast<MemoryEvent>(i);
+    out += MemoryEventName(e);
+    out += ' ';
+    out += std::to_string(local ? g.events_local(e) : g.events(e));
+    out += '\n';
+  }
+  return out;
+}
+
+// memory.stat: built-in items in the kernel's order, bytes where the kernel
+// prints bytes, negative aggregates clamped to 0, the derived `slab` line
+// after slab_unreclaimable and umemcg's `stock` line last.
+std::string StatText(const Group& g) {
+  std::string out;
+  auto line = [&out](const char* key, int64_t v) {
+    out += key;
+    out += ' ';
+    out += std::to_string(v < 0 ? 0 : v);
+    out += '\n';
+  };
+  for (size_t i = 0; i < kNumBuiltinStatItems; ++i) {
+    const auto item = static_cast<StatItem>(i);
+    int64_t v = g.Stat(item);
+    if (BuiltinStatUnit(item) == StatUnit::kPages) {
+      v = v > 0 ? static_cast<int64_t>(static_cast<uint64_t>(v) * kPageSize)
+                : 0;
+    }
+    line(BuiltinStatName(item), v);
+    if (item == StatItem::kSlabUnreclaimable) {
+      line("slab", std::max<int64_t>(g.Stat(StatItem::kSlabReclaimable), 0) +
+                       std::max<int64_t>(g.Stat(item), 0));
+    }
+  }
+  line("stock", static_cast<int64_t>(g.StockedPages().in_bytes()));
+  return out;
+}
+
+Status WriteLimit(Group& g, std::string_view text, WriteMode mode,
+                  Status (Group::*set)(Pages, ChargeFlags)) {
+  StatusOr<Pages> pages = ParseMemoryLimit(text);
+  if (!pages.ok()) return pages.status();
+  return (g.*set)(pages.value(), mode == WriteMode::kBlocking
+                                     ? kChargeDefault
+                                     : ChargeFlags::kNone);
+}
+
+Status WriteReclaim(Group& g, std::string_view text) {
+  const std::string_view s = StripSpace(text);
+  // The size: memparse with no "max" token; no digits is EINVAL.
+  uint64_t bytes = 0;
+  const size_t end = internal::MemParse(s, &bytes);
+  if (end == 0) return Invalid("memory.reclaim: expected a size");
+  std::string_view rest = s.substr(end);
+  // Options: space-separated keys (kernel: strsep(" ") + match_token).
+  while (!rest.empty()) {
+    const size_t sp = rest.find(' ');
+    const std::string_view tok = rest.substr(0, sp);
+    rest =
+        sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+    if (tok.empty()) continue;
+    if (tok == "swappiness=max") continue;  // no swap: accepted, ignored
+    if (tok.starts_with("swappiness=")) {
+      StatusOr<int> v = ParseInt(tok.substr(11));
+      if (!v.ok() || v.value() < 0 || v.value() > 200) {
+        return Invalid("memory.reclaim: swappiness must be 0..200 or max");
+      }
+      continue;
+    }
+    return Invalid("memory.reclaim: unknown option '" + std::string(tok) + "'");
+  }
+  return g.Reclaim(Pages(bytes / kPageSize));
+}
+
+}  // namespace
+
+// ---- The file table ----
+
+struct MemoryFile::Spec {
+  const char* name;
+  bool on_root;
+  bool readable;
+  bool writable;
+};
+
+namespace {
+
+constexpr MemoryFile::Spec kFiles[] = {
+    {"memory.current", false, true, false},
+    {"memory.min", false, true, true},
+    {"memory.low", false, true, true},
+    {"memory.high", false, true, true},
+    {"memory.max", false, true, true},
+    {"memory.peak", false, true, true},
+    {"memory.events", false, true, false},
+    {"memory.events.local", false, true, false},
+    {"memory.stat", true, true, false},
+    {"memory.oom.group", false, true, true},
+    {"memory.reclaim", true, false, true},
+    {"memory.stock", true, true, false},
+};
+
+}  // namespace
+
+// memory.peak handles that have written, per group (kernel: peaks_lock and
+// the watchers list).
+struct PeakRegistry {
+  static void Reset(Group& g, int64_t* mine) {
+    std::lock_guard<std::mutex> lock(g.peaks_mu_);
+    PageCounter& c = g.memory_;
+    const auto old_local = static_cast<int64_t>(c.local_watermark().raw());
+    const auto usage = static_cast<int64_t>(c.usage().raw());
+    c.ResetLocalWatermark();
+    // Every other handle keeps the peak it has seen since its own reset
+    // (which the shared local watermark held until now).
+    for (int64_t* peer : g.peak_watchers_) {
+      if (peer != mine) *peer = std::max(*peer, old_local);
+    }
+    if (*mine < 0) g.peak_watchers_.push_back(mine);
+    *mine = usage;
+  }
+  static int64_t Read(Group& g, const int64_t* mine) {
+    std::lock_guard<std::mutex> lock(g.peaks_mu_);
+    if (*mine < 0) return static_cast<int64_t>(g.memory_.watermark().raw());
+    return std::max(*mine,
+                    static_cast<int64_t>(g.memory_.local_watermark().raw()));
+  }
+  static void Close(Group& g, int64_t* mine) {
+    if (*mine < 0) return;
+    std::lock_guard<std::mutex> lock(g.peaks_mu_);
+    auto& w = g.peak_watchers_;
+    w.erase(std::remove(w.begin(), w.end(), mine), w.end());
+  }
+};
+
+MemoryFile::MemoryFile(GroupRef group, const Spec* spec)
+    : group_(std::move(group)), spec_(spec) {}
+
+MemoryFile::~MemoryFile() { PeakRegistry::Close(*group_, &peak_value_); }
+
+std::string_view MemoryFile::name() const { return spec_->name; }
+
+StatusOr<std::unique_ptr<MemoryFile>> MemoryFile::Open(Group& group,
+                                                       std::string_view name) {
+  if (!group.online()) {
+    return Status(StatusCode::kFailedPrecondition, "group was removed");
+  }
+  for (const Spec& spec : kFiles) {
+    if (name != spec.name) continue;
+    if (group.is_root() && !spec.on_root) break;
+    return std::unique_ptr<MemoryFile>(new MemoryFile(GroupRef(&group), &spec));
+  }
+  return Status(StatusCode::kNotFound, "no such file: " + std::string(name));
+}
+
+StatusOr<std::string> MemoryFile::Read() {
+  Group& g = *group_;
+  if (!g.online()) {
+    return Status(StatusCode::kFailedPrecondition, "group was removed");
+  }
+  if (!spec_->readable) {
+    return Status(StatusCode::kPermissionDenied, "file is write-only");
+  }
+  const std::string_view n = spec_->name;
+  const PageCounter& m = g.memory();
+  if (n == "memory.current") return BytesLine(m.usage());
+  if (n == "memory.min") return FormatMemoryLimit(m.min());
+  if (n == "memory.low") return FormatMemoryLimit(m.low());
+  if (n == "memory.high") return FormatMemoryLimit(m.high());
+  if (n == "memory.max") return FormatMemoryLimit(m.max());
+  if (n == "memory.peak") {
+    return BytesLine(
+        Pages(static_cast<uint64_t>(PeakRegistry::Read(g, &peak_value_))));
+  }
+  if (n == "memory.events") return EventsText(g, false);
+  if (n == "memory.events.local") return EventsText(g, true);
+  if (n == "memory.stat") return StatText(g);
+  if (n == "memory.oom.group") return std::string(g.oom_group() ? "1\n" : "0\n");
+  if (n == "memory.stock") return BytesLine(g.StockedPages());
+  return Status(StatusCode::kPermissionDenied, "file is write-only");
+}
+
+Status MemoryFile::Write(std::string_view text, WriteMode mode) {
+  Group& g = *group_;
+  if (!g.online()) {
+    return Status(StatusCode::kFailedPrecondition, "group was removed");
+  }
+  if (!spec_->writable) {
+    return Status(StatusCode::kPermissionDenied, "file is read-only");
+  }
+  if (text.size() > kMaxWriteBytes || !ValidText(text)) {
+    return Invalid("write must be UTF-8 text without NUL, at most 4096 bytes");
+  }
+  const std::string_view n = spec_->name;
+  if (n == "memory.max") return WriteLimit(g, text, mode, &Group::SetMax);
+  if (n == "memory.high") return WriteLimit(g, text, mode, &Group::SetHigh);
+  if (n == "memory.min" || n == "memory.low") {
+    StatusOr<Pages> pages = ParseMemoryLimit(text);
+    if (!pages.ok()) return pages.status();
+    return n == "memory.min" ? g.SetMin(pages.value())
+                             : g.SetLow(pages.value());
+  }
+  if (n == "memory.peak") {
+    PeakRegistry::Reset(g, &peak_value_);  // any text resets
+    return Status::Ok();
+  }
+  if (n == "memory.oom.group") {
+    StatusOr<int> v = ParseInt(text);
+    if (!v.ok()) return v.status();
+    if (v.value() != 0 && v.value() != 1) return Invalid("expected 0 or 1");
+    return g.SetOomGroup(v.value() == 1);
+  }
+  if (n == "memory.reclaim") {
+    if (mode == WriteMode::kNonBlocking) {
+      return Status(StatusCode::kAgain, "memory.reclaim would block");
+    }
+    return WriteReclaim(g, text);
+  }
+  return Status(StatusCode::kPermissionDenied, "file is read-only");
+}
+
+// ---- Group's one-shot forms ----
+
+StatusOr<std::string> Group::ReadFile(std::string_view name) {
+  StatusOr<std::unique_ptr<MemoryFile>> f = MemoryFile::Open(*this, name);
+  if (!f.ok()) return f.status();
+  return f.value()->Read();
+}
+
+Status Group::WriteFile(std::string_view name, std::string_view text) {
+  StatusOr<std::unique_ptr<MemoryFile>> f = MemoryFile::Open(*this, name);
+  if (!f.ok()) return f.status();
+  return f.value()->Write(text);
+}
+
+std::vector<std::string> Group::ListFiles() const {
+  std::vector<std::string> names;
+  for (const MemoryFile::Spec& spec : kFiles) {
+    if (!is_root() || spec.on_root) names.emplace_back(spec.name);
+  }
+  return names;
+}
+
+}  // namespace umemcg
