@@ -1,12 +1,14 @@
 # umemcg quick start:
 #   make bench   install what is missing, build `release`, run the main job
 #   make test    install what is missing, build and run every test suite in
-#                the release, asan (ASan+UBSan) and tsan presets
+#                the release, asan (ASan+UBSan) and tsan presets, then each
+#                fuzzer (fuzz preset, clang) for FUZZ_SECONDS (default 60)
 #
 # Debian packages are installed with apt-get only when missing.
 
-DEB_PACKAGES := cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-TEST_PRESETS := release asan tsan
+DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
+                libbenchmark-dev nlohmann-json3-dev
+TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test bench format clean $(addprefix build-,$(TEST_PRESETS) debug)

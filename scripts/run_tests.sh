@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Configures, builds and runs ctest for each preset given; prints one
+# Configures, builds and runs ctest for each preset given; the preset
+# "fuzz" instead builds the libFuzzer targets (clang) and runs each for
+# FUZZ_SECONDS (default 60) over its committed seed corpus. Prints one
 # summary line "test: N passed, N failed" and fails if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,25 @@ for preset in "$@"; do
     echo "=== preset ${preset}: BUILD FAILED"
     status=1
     failed=$((failed + 1))
+    continue
+  fi
+  if [ "${preset}" = fuzz ]; then
+    for fuzzer in build/fuzz/bin/*_fuzz; do
+      name=$(basename "${fuzzer}" _fuzz)
+      scratch=$(mktemp -d)
+      echo "=== fuzz ${name}: ${FUZZ_SECONDS:-60} s over tests/fuzz/corpus/${name}"
+      if "${fuzzer}" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 \
+          "${scratch}" "tests/fuzz/corpus/${name}" >"${scratch}.log" 2>&1; then
+        tail -n 3 "${scratch}.log"
+        passed=$((passed + 1))
+      else
+        tail -n 40 "${scratch}.log"
+        echo "=== fuzz ${name}: FAILED (add the crash input above to tests/fuzz/corpus/${name})"
+        failed=$((failed + 1))
+        status=1
+      fi
+      rm -rf "${scratch}" "${scratch}.log"
+    done
     continue
   fi
   echo "=== preset ${preset}: ctest"

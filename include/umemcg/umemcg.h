@@ -9,8 +9,10 @@
 #include "umemcg/controller.h"    // IWYU pragma: export
 #include "umemcg/cpu.h"           // IWYU pragma: export
 #include "umemcg/events.h"        // IWYU pragma: export
+#include "umemcg/files.h"         // IWYU pragma: export
 #include "umemcg/group.h"         // IWYU pragma: export
 #include "umemcg/page_counter.h"  // IWYU pragma: export
+#include "umemcg/stats.h"         // IWYU pragma: export
 #include "umemcg/status.h"        // IWYU pragma: export
 #include "umemcg/units.h"         // IWYU pragma: export
 
