@@ -1,10 +1,14 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Umbrella header: the whole public C++ API of umemcg.
+// Umbrella header. From C: the C API (umemcg/c.h). From C++: the C API and
+// the whole public C++ API.
 
 #ifndef UMEMCG_UMEMCG_H_
 #define UMEMCG_UMEMCG_H_
 
+#include "umemcg/c.h"  // IWYU pragma: export
+
+#ifdef __cplusplus
 #include "umemcg/clock.h"         // IWYU pragma: export
 #include "umemcg/controller.h"    // IWYU pragma: export
 #include "umemcg/cpu.h"           // IWYU pragma: export
@@ -15,5 +19,6 @@
 #include "umemcg/stats.h"         // IWYU pragma: export
 #include "umemcg/status.h"        // IWYU pragma: export
 #include "umemcg/units.h"         // IWYU pragma: export
+#endif
 
 #endif  // UMEMCG_UMEMCG_H_

@@ -1,0 +1,183 @@
+/* Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+ *
+ * The umemcg C API: plain C99 (also valid C++), for C, Rust, Go, Python
+ * (ctypes/cffi) and anything with an FFI. Conventions:
+ *
+ *  (1) Every function returns int: 0 on success or a positive errno value
+ *      (EINVAL bad argument or syntax, EBADF a stale or released handle,
+ *      ENOENT no such group or file, EEXIST, EBUSY, ENODEV removed group,
+ *      ENOMEM charge refused, EAGAIN, EACCES, ERANGE). umemcg_strerror()
+ *      describes a code.
+ *  (2) Results come back through trailing out-parameters, written only on
+ *      success. Pointer arguments must be non-NULL unless documented as
+ *      "may be NULL"; a NULL where one is required returns EINVAL.
+ *  (3) Handles (umemcg_controller_t*, umemcg_group_t*, umemcg_reclaimer_t*)
+ *      are opaque tokens, not pointers to memory: using one after it was
+ *      released (or after its controller was destroyed) returns EBADF and
+ *      is never a use-after-free. Each handle returned must be released
+ *      exactly once with the matching *_release / *_destroy call.
+ *  (4) Strings are NUL-terminated UTF-8. Names are at most 255 bytes.
+ *  (5) Every function may be called from any thread. Callbacks (reclaimer,
+ *      OOM, events) run on the thread that triggered them.
+ *
+ * Sizes are pages (4096 bytes) unless a name says bytes.
+ */
+
+#ifndef UMEMCG_C_H_
+#define UMEMCG_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define UMEMCG_C_EXPORT __attribute__((visibility("default")))
+#else
+#define UMEMCG_C_EXPORT
+#endif
+
+typedef struct umemcg_controller umemcg_controller_t;
+typedef struct umemcg_group umemcg_group_t;
+typedef struct umemcg_reclaimer umemcg_reclaimer_t;
+
+/* ---- Controller ---- */
+
+/* CPU sources (see umemcg/cpu.h). */
+enum {
+  UMEMCG_CPU_AUTO = 0,
+  UMEMCG_CPU_RSEQ,
+  UMEMCG_CPU_GETCPU,
+  UMEMCG_CPU_FAKE
+};
+
+typedef struct umemcg_options {
+  int batch;                /* 1..127, default 64 */
+  int stock_slots;          /* 1..16, default 7 */
+  int cpu_source;           /* UMEMCG_CPU_*, default AUTO */
+  int nr_cpus;              /* 0 = possible CPUs */
+  int recursive_protection; /* 0/1 */
+  int local_events;         /* 0/1 */
+} umemcg_options_t;
+
+/* Fills *options with the defaults. */
+UMEMCG_C_EXPORT void umemcg_options_init(umemcg_options_t* options);
+/* options may be NULL (defaults). */
+UMEMCG_C_EXPORT int umemcg_controller_create(const umemcg_options_t* options,
+                                             umemcg_controller_t** out);
+/* Releases every group and reclaimer handle of the controller (they then
+ * return EBADF), waits for calls in flight on them, and frees it. */
+UMEMCG_C_EXPORT int umemcg_controller_destroy(umemcg_controller_t* ctrl);
+
+/* ---- Groups ---- */
+
+/* A new handle to the root group. */
+UMEMCG_C_EXPORT int umemcg_group_root(umemcg_controller_t* ctrl,
+                                      umemcg_group_t** out);
+UMEMCG_C_EXPORT int umemcg_group_create(umemcg_group_t* parent,
+                                        const char* name, umemcg_group_t** out);
+/* "a/b/c" from the root ("" is the root). */
+UMEMCG_C_EXPORT int umemcg_group_lookup(umemcg_controller_t* ctrl,
+                                        const char* path, umemcg_group_t** out);
+/* Takes the group offline (EBUSY with children); the handle stays valid. */
+UMEMCG_C_EXPORT int umemcg_group_remove(umemcg_group_t* group);
+UMEMCG_C_EXPORT int umemcg_group_release(umemcg_group_t* group);
+/* The group's path, as umemcg_read_file returns text. */
+UMEMCG_C_EXPORT int umemcg_group_path(umemcg_group_t* group, char* buf,
+                                      size_t len, size_t* needed);
+
+/* ---- Charging ---- */
+
+enum {
+  UMEMCG_CHARGE_MAY_RECLAIM = 1u << 0,
+  UMEMCG_CHARGE_NO_RETRY = 1u << 1,
+  UMEMCG_CHARGE_RETRY_MAYFAIL = 1u << 2,
+  UMEMCG_CHARGE_NOFAIL = 1u << 3,
+  UMEMCG_CHARGE_HIGH = 1u << 4,
+  UMEMCG_CHARGE_NO_THROTTLE = 1u << 5,
+};
+
+/* ENOMEM when the charge does not fit; then, if refused_by is not NULL, it
+ * receives a new handle to the refusing group. */
+UMEMCG_C_EXPORT int umemcg_try_charge(umemcg_group_t* group, uint64_t nr_pages,
+                                      uint32_t flags,
+                                      umemcg_group_t** refused_by);
+/* Through this CPU's stock (socket/kmem style). */
+UMEMCG_C_EXPORT int umemcg_uncharge(umemcg_group_t* group, uint64_t nr_pages);
+/* Straight to the counters (folio style). */
+UMEMCG_C_EXPORT int umemcg_uncharge_direct(umemcg_group_t* group,
+                                           uint64_t nr_pages);
+/* Returns the subtree's pages cached in every CPU's stock. */
+UMEMCG_C_EXPORT int umemcg_drain_all(umemcg_group_t* subtree);
+
+/* ---- Statistics ---- */
+
+/* item: a memory.stat key ("anon", "slab_reclaimable", "pgfault", ...);
+ * delta in the item's unit (pages, bytes or events). */
+UMEMCG_C_EXPORT int umemcg_mod_state(umemcg_group_t* group, const char* item,
+                                     int64_t delta);
+UMEMCG_C_EXPORT int umemcg_count_event(umemcg_group_t* group, const char* item,
+                                       uint64_t count);
+/* Brings the group's statistics up to date (exact afterwards). */
+UMEMCG_C_EXPORT int umemcg_flush(umemcg_group_t* group);
+
+/* ---- Files (cgroup-v2 memory.* semantics, see umemcg/files.h) ---- */
+
+/* Copies the file's text and a NUL into buf when it fits (len includes
+ * the NUL) and returns 0; else returns ERANGE. *needed (may be NULL)
+ * receives the size the text needs, NUL included, either way. */
+UMEMCG_C_EXPORT int umemcg_read_file(umemcg_group_t* group, const char* name,
+                                     char* buf, size_t len, size_t* needed);
+UMEMCG_C_EXPORT int umemcg_write_file(umemcg_group_t* group, const char* name,
+                                      const char* text);
+
+/* ---- Callbacks ---- */
+
+typedef struct umemcg_reclaimer_ops {
+  /* Pages the reclaimer could free now. */
+  uint64_t (*reclaimable)(void* ctx);
+  /* Free up to target pages (uncharging them); return pages freed. Must
+   * not create or remove groups or change reclaimers. */
+  uint64_t (*reclaim)(void* ctx, uint64_t target);
+} umemcg_reclaimer_ops_t;
+
+/* ops is copied; ctx must stay valid until umemcg_reclaimer_release
+ * returns (afterwards the callbacks are not running and never will). */
+UMEMCG_C_EXPORT int umemcg_reclaimer_add(umemcg_group_t* group,
+                                         const umemcg_reclaimer_ops_t* ops,
+                                         void* ctx, umemcg_reclaimer_t** out);
+UMEMCG_C_EXPORT int umemcg_reclaimer_release(umemcg_reclaimer_t* reclaimer);
+
+/* Called when a charge cannot fit after reclaim. over_limit and
+ * kill_group (may be NULL) are borrowed handles valid during the call.
+ * Return nonzero if memory was released; *killed (may be left NULL) names
+ * the group whose memory was released (an oom_kill event is raised). */
+typedef int (*umemcg_oom_fn)(void* ctx, umemcg_group_t* over_limit,
+                             umemcg_group_t* kill_group, uint64_t nr_pages,
+                             umemcg_group_t** killed);
+/* Per controller; fn NULL removes it. ctx must outlive the registration. */
+UMEMCG_C_EXPORT int umemcg_set_oom_handler(umemcg_controller_t* ctrl,
+                                           umemcg_oom_fn fn, void* ctx);
+/* Per group override for its subtree; fn NULL restores the default. */
+UMEMCG_C_EXPORT int umemcg_group_set_oom_handler(umemcg_group_t* group,
+                                                 umemcg_oom_fn fn, void* ctx);
+
+/* event: a memory.events key ("max", "oom", ...); local: 1 for the
+ * .local count of the group the event was raised on. group is borrowed. */
+typedef void (*umemcg_event_fn)(void* ctx, umemcg_group_t* group,
+                                const char* event, int local);
+UMEMCG_C_EXPORT int umemcg_set_event_callback(umemcg_group_t* group,
+                                              umemcg_event_fn fn, void* ctx);
+
+/* ---- Errors ---- */
+
+/* A static description of an errno value returned by this API. */
+UMEMCG_C_EXPORT const char* umemcg_strerror(int err);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* UMEMCG_C_H_ */

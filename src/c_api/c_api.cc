@@ -1,0 +1,525 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The C API (include/umemcg/c.h): thin wrappers over the C++ API. Every
+// handle lives in the generation-checked HandleTable; each call acquires
+// the handles it uses for its duration, so releasing a handle (or
+// destroying its controller) while another thread uses it is safe.
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+
+#include "c_api/handles.h"
+#include "controller_impl.h"
+#include "umemcg/c.h"
+#include "umemcg/controller.h"
+#include "umemcg/files.h"
+
+using umemcg::ChargeFlags;
+using umemcg::Controller;
+using umemcg::Group;
+using umemcg::GroupRef;
+using umemcg::Pages;
+using umemcg::Status;
+using umemcg::StatusCode;
+using umemcg::internal::HandlePayload;
+using umemcg::internal::HandleTable;
+
+namespace {
+
+constexpr size_t kMaxNameBytes = 255;
+constexpr size_t kMaxTextBytes = 1 << 20;
+
+int Err(const Status& s) { return umemcg::ErrnoOf(s.code()); }
+int Err(StatusCode c) { return umemcg::ErrnoOf(c); }
+
+// The handles created under one controller, so destroy can release them.
+struct Registry {
+  std::mutex mu;
+  std::unordered_set<uintptr_t> handles;
+  std::atomic<int64_t> live{0};  // payloads not yet freed
+};
+
+struct ControllerPayload final : HandlePayload {
+  std::unique_ptr<Controller> ctrl;
+  std::shared_ptr<Registry> registry = std::make_shared<Registry>();
+  ~ControllerPayload() override {
+    std::vector<uintptr_t> handles;
+    {
+      std::lock_guard<std::mutex> lock(registry->mu);
+      handles.assign(registry->handles.begin(), registry->handles.end());
+    }
+    for (uintptr_t h : handles) HandleTable::Global().Release(h);
+    // Wait for calls still using those handles (they hold GroupRefs).
+    while (registry->live.load(std::memory_order_acquire) > 0) {
+      std::this_thread::yield();
+    }
+    ctrl.reset();
+  }
+};
+
+// Base of payloads owned by a controller.
+struct OwnedPayload : HandlePayload {
+  explicit OwnedPayload(std::shared_ptr<Registry> r) : registry(std::move(r)) {
+    registry->live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~OwnedPayload() override {
+    {
+      std::lock_guard<std::mutex> lock(registry->mu);
+      registry->handles.erase(handle);
+    }
+    registry->live.fetch_sub(1, std::memory_order_release);
+  }
+  std::shared_ptr<Registry> registry;
+  uintptr_t handle = 0;
+};
+
+struct GroupPayload final : OwnedPayload {
+  GroupPayload(std::shared_ptr<Registry> r, GroupRef g)
+      : OwnedPayload(std::move(r)), group(std::move(g)) {}
+  ~GroupPayload() override { group.reset(); }
+  GroupRef group;
+};
+
+class CReclaimer final : public umemcg::Reclaimer {
+ public:
+  CReclaimer(const umemcg_reclaimer_ops_t& ops, void* ctx)
+      : ops_(ops), ctx_(ctx) {}
+  Pages Reclaimable() override { return Pages(ops_.reclaimable(ctx_)); }
+  Pages Reclaim(Pages target) override {
+    return Pages(ops_.reclaim(ctx_, target.raw()));
+  }
+
+ private:
+  umemcg_reclaimer_ops_t ops_;
+  void* ctx_;
+};
+
+struct ReclaimerPayload final : OwnedPayload {
+  ReclaimerPayload(std::shared_ptr<Registry> r, GroupRef g,
+                   const umemcg_reclaimer_ops_t& ops, void* ctx)
+      : OwnedPayload(std::move(r)), group(std::move(g)), reclaimer(ops, ctx) {}
+  ~ReclaimerPayload() override {
+    // Waits for running reclaim walks: afterwards ctx is not in use.
+    (void)group->RemoveReclaimer(&reclaimer);
+  }
+  GroupRef group;
+  CReclaimer reclaimer;
+};
+
+template <typename T>
+T* As(const HandleTable::Use& use) {
+  return use ? dynamic_cast<T*>(use.payload()) : nullptr;
+}
+
+uintptr_t Register(const std::shared_ptr<Registry>& registry,
+                   std::unique_ptr<OwnedPayload> payload) {
+  OwnedPayload* p = payload.get();
+  // Not under registry->mu: a failed Add destroys the payload, whose
+  // destructor takes that lock.
+  const uintptr_t h = HandleTable::Global().Add(std::move(payload));
+  if (h == 0) return 0;
+  // Nobody knows h yet, so p is still alive.
+  p->handle = h;
+  std::lock_guard<std::mutex> lock(registry->mu);
+  registry->handles.insert(h);
+  return h;
+}
+
+// A new handle to `g` under `registry`; 0 when the table is full.
+uintptr_t NewGroupHandle(const std::shared_ptr<Registry>& registry, Group* g) {
+  return Register(registry,
+                  std::make_unique<GroupPayload>(registry, GroupRef(g)));
+}
+
+template <typename T>
+T* FromHandle(uintptr_t h) {
+  return reinterpret_cast<T*>(h);
+}
+uintptr_t ToHandle(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+bool ValidString(const char* s, size_t max_bytes) {
+  if (s == nullptr) return false;
+  const size_t n = strnlen(s, max_bytes + 1);
+  return n <= max_bytes;
+}
+
+ChargeFlags FlagsOf(uint32_t flags) { return static_cast<ChargeFlags>(flags); }
+
+struct GroupUse {
+  HandleTable::Use use;
+  GroupPayload* payload = nullptr;
+  Group* group() const { return payload->group.get(); }
+};
+
+GroupUse AcquireGroup(umemcg_group_t* h) {
+  GroupUse g{HandleTable::Global().Acquire(ToHandle(h))};
+  g.payload = As<GroupPayload>(g.use);
+  return g;
+}
+
+int CheckGroupArg(umemcg_group_t* h, const GroupUse& g) {
+  if (h == nullptr) return EINVAL;
+  return g.payload == nullptr ? EBADF : 0;
+}
+
+}  // namespace
+
+// ---- Controller ----
+
+extern "C" void umemcg_options_init(umemcg_options_t* options) {
+  if (options == nullptr) return;
+  const umemcg::ControllerOptions d;
+  options->batch = d.batch;
+  options->stock_slots = d.stock_slots;
+  options->cpu_source = UMEMCG_CPU_AUTO;
+  options->nr_cpus = d.nr_cpus;
+  options->recursive_protection = d.recursive_protection ? 1 : 0;
+  options->local_events = d.local_events ? 1 : 0;
+}
+
+extern "C" int umemcg_controller_create(const umemcg_options_t* options,
+                                        umemcg_controller_t** out) {
+  if (out == nullptr) return EINVAL;
+  umemcg_options_t o;
+  umemcg_options_init(&o);
+  if (options != nullptr) o = *options;
+  if (o.cpu_source < UMEMCG_CPU_AUTO || o.cpu_source > UMEMCG_CPU_FAKE) {
+    return EINVAL;
+  }
+  umemcg::ControllerOptions opts;
+  opts.batch = o.batch;
+  opts.stock_slots = o.stock_slots;
+  opts.cpu_source = static_cast<umemcg::CpuSource>(o.cpu_source);
+  opts.nr_cpus = o.nr_cpus;
+  opts.recursive_protection = o.recursive_protection != 0;
+  opts.local_events = o.local_events != 0;
+  auto ctrl = Controller::Create(std::move(opts));
+  if (!ctrl.ok()) return Err(ctrl.status());
+  auto payload = std::make_unique<ControllerPayload>();
+  payload->ctrl = std::move(ctrl).value();
+  const uintptr_t h = HandleTable::Global().Add(std::move(payload));
+  if (h == 0) return ENOMEM;
+  *out = FromHandle<umemcg_controller_t>(h);
+  return 0;
+}
+
+extern "C" int umemcg_controller_destroy(umemcg_controller_t* ctrl) {
+  if (ctrl == nullptr) return EINVAL;
+  {
+    HandleTable::Use use = HandleTable::Global().Acquire(ToHandle(ctrl));
+    if (As<ControllerPayload>(use) == nullptr) return EBADF;
+  }
+  return HandleTable::Global().Release(ToHandle(ctrl)) ? 0 : EBADF;
+}
+
+// ---- Groups ----
+
+extern "C" int umemcg_group_root(umemcg_controller_t* ctrl,
+                                 umemcg_group_t** out) {
+  if (ctrl == nullptr || out == nullptr) return EINVAL;
+  HandleTable::Use use = HandleTable::Global().Acquire(ToHandle(ctrl));
+  auto* c = As<ControllerPayload>(use);
+  if (c == nullptr) return EBADF;
+  const uintptr_t h = NewGroupHandle(c->registry, &c->ctrl->root());
+  if (h == 0) return ENOMEM;
+  *out = FromHandle<umemcg_group_t>(h);
+  return 0;
+}
+
+extern "C" int umemcg_group_create(umemcg_group_t* parent, const char* name,
+                                   umemcg_group_t** out) {
+  if (parent == nullptr || out == nullptr || name == nullptr) return EINVAL;
+  if (!ValidString(name, kMaxNameBytes)) return EINVAL;
+  GroupUse p = AcquireGroup(parent);
+  if (int e = CheckGroupArg(parent, p)) return e;
+  auto g = p.group()->controller().CreateGroup(*p.group(), name);
+  if (!g.ok()) return Err(g.status());
+  const uintptr_t h = NewGroupHandle(p.payload->registry, g->get());
+  if (h == 0) return ENOMEM;
+  *out = FromHandle<umemcg_group_t>(h);
+  return 0;
+}
+
+extern "C" int umemcg_group_lookup(umemcg_controller_t* ctrl, const char* path,
+                                   umemcg_group_t** out) {
+  if (ctrl == nullptr || out == nullptr || path == nullptr) return EINVAL;
+  if (!ValidString(path, kMaxTextBytes)) return EINVAL;
+  HandleTable::Use use = HandleTable::Global().Acquire(ToHandle(ctrl));
+  auto* c = As<ControllerPayload>(use);
+  if (c == nullptr) return EBADF;
+  auto g = c->ctrl->Lookup(path);
+  if (!g.ok()) return Err(g.status());
+  const uintptr_t h = NewGroupHandle(c->registry, g->get());
+  if (h == 0) return ENOMEM;
+  *out = FromHandle<umemcg_group_t>(h);
+  return 0;
+}
+
+extern "C" int umemcg_group_remove(umemcg_group_t* group) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  return Err(g.group()->controller().RemoveGroup(*g.group()));
+}
+
+extern "C" int umemcg_group_release(umemcg_group_t* group) {
+  if (group == nullptr) return EINVAL;
+  {
+    GroupUse g = AcquireGroup(group);
+    if (g.payload == nullptr) return EBADF;
+  }
+  return HandleTable::Global().Release(ToHandle(group)) ? 0 : EBADF;
+}
+
+namespace {
+
+int CopyOut(const std::string& text, char* buf, size_t len, size_t* needed) {
+  if (needed != nullptr) *needed = text.size() + 1;
+  if (buf == nullptr && len != 0) return EINVAL;
+  if (len < text.size() + 1) return ERANGE;
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = '\0';
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int umemcg_group_path(umemcg_group_t* group, char* buf, size_t len,
+                                 size_t* needed) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  return CopyOut(g.group()->path(), buf, len, needed);
+}
+
+// ---- Charging ----
+
+extern "C" int umemcg_try_charge(umemcg_group_t* group, uint64_t nr_pages,
+                                 uint32_t flags, umemcg_group_t** refused_by) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (flags >= (1u << 6)) return EINVAL;
+  const umemcg::ChargeResult r =
+      g.group()->TryCharge(Pages(nr_pages), FlagsOf(flags));
+  if (r.ok()) return 0;
+  if (refused_by != nullptr && r.limited_by != nullptr) {
+    const uintptr_t h = NewGroupHandle(g.payload->registry, r.limited_by);
+    if (h != 0) *refused_by = FromHandle<umemcg_group_t>(h);
+  }
+  return Err(r.code);
+}
+
+extern "C" int umemcg_uncharge(umemcg_group_t* group, uint64_t nr_pages) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (nr_pages > umemcg::kPageCounterMax.raw()) return EINVAL;
+  g.group()->Uncharge(Pages(nr_pages));
+  return 0;
+}
+
+extern "C" int umemcg_uncharge_direct(umemcg_group_t* group,
+                                      uint64_t nr_pages) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (nr_pages > umemcg::kPageCounterMax.raw()) return EINVAL;
+  g.group()->UnchargeDirect(Pages(nr_pages));
+  return 0;
+}
+
+extern "C" int umemcg_drain_all(umemcg_group_t* subtree) {
+  GroupUse g = AcquireGroup(subtree);
+  if (int e = CheckGroupArg(subtree, g)) return e;
+  g.group()->controller().DrainAllStocks(*g.group());
+  return 0;
+}
+
+// ---- Statistics ----
+
+extern "C" int umemcg_mod_state(umemcg_group_t* group, const char* item,
+                                int64_t delta) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (!ValidString(item, kMaxNameBytes)) return EINVAL;
+  const auto id = umemcg::ParseBuiltinStat(item);
+  if (!id) return EINVAL;
+  if (!g.group()->online()) return ENODEV;
+  return g.group()->ModState(*id, delta) ? 0 : EINVAL;
+}
+
+extern "C" int umemcg_count_event(umemcg_group_t* group, const char* item,
+                                  uint64_t count) {
+  if (count > static_cast<uint64_t>(INT64_MAX)) return EINVAL;
+  return umemcg_mod_state(group, item, static_cast<int64_t>(count));
+}
+
+extern "C" int umemcg_flush(umemcg_group_t* group) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  // The statistics are exact at every read in this version.
+  return 0;
+}
+
+// ---- Files ----
+
+extern "C" int umemcg_read_file(umemcg_group_t* group, const char* name,
+                                char* buf, size_t len, size_t* needed) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (!ValidString(name, kMaxNameBytes)) return EINVAL;
+  auto text = g.group()->ReadFile(name);
+  if (!text.ok()) return Err(text.status());
+  return CopyOut(text.value(), buf, len, needed);
+}
+
+extern "C" int umemcg_write_file(umemcg_group_t* group, const char* name,
+                                 const char* text) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (!ValidString(name, kMaxNameBytes) || !ValidString(text, kMaxTextBytes)) {
+    return EINVAL;
+  }
+  return Err(g.group()->WriteFile(name, text));
+}
+
+// ---- Callbacks ----
+
+extern "C" int umemcg_reclaimer_add(umemcg_group_t* group,
+                                    const umemcg_reclaimer_ops_t* ops,
+                                    void* ctx, umemcg_reclaimer_t** out) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (ops == nullptr || ops->reclaimable == nullptr ||
+      ops->reclaim == nullptr || out == nullptr) {
+    return EINVAL;
+  }
+  auto payload = std::make_unique<ReclaimerPayload>(
+      g.payload->registry, GroupRef(g.group()), *ops, ctx);
+  Status s = g.group()->AddReclaimer(&payload->reclaimer);
+  if (!s.ok()) return Err(s);
+  // On failure the payload is destroyed, which removes the reclaimer.
+  const uintptr_t h = Register(g.payload->registry, std::move(payload));
+  if (h == 0) return ENOMEM;
+  *out = FromHandle<umemcg_reclaimer_t>(h);
+  return 0;
+}
+
+extern "C" int umemcg_reclaimer_release(umemcg_reclaimer_t* reclaimer) {
+  if (reclaimer == nullptr) return EINVAL;
+  {
+    HandleTable::Use use = HandleTable::Global().Acquire(ToHandle(reclaimer));
+    if (As<ReclaimerPayload>(use) == nullptr) return EBADF;
+  }
+  // From inside a reclaim walk the removal would wait for itself.
+  if (umemcg::internal::tls_charge.in_tree_walk > 0) return EDEADLK;
+  return HandleTable::Global().Release(ToHandle(reclaimer)) ? 0 : EBADF;
+}
+
+namespace {
+
+// A temporary handle for a callback's duration.
+class BorrowedHandle {
+ public:
+  BorrowedHandle(const std::shared_ptr<Registry>& registry, Group* g)
+      : h_(g == nullptr ? 0 : NewGroupHandle(registry, g)) {}
+  ~BorrowedHandle() {
+    if (h_ != 0) HandleTable::Global().Release(h_);
+  }
+  umemcg_group_t* get() const { return FromHandle<umemcg_group_t>(h_); }
+
+ private:
+  uintptr_t h_;
+};
+
+umemcg::OomHandler MakeOomHandler(std::shared_ptr<Registry> registry,
+                                  umemcg_oom_fn fn, void* ctx) {
+  return [registry, fn, ctx](const umemcg::OomContext& oc) {
+    BorrowedHandle over(registry, oc.over_limit);
+    BorrowedHandle kill(registry, oc.kill_group);
+    umemcg_group_t* killed = nullptr;
+    umemcg::OomOutcome out;
+    out.progress =
+        fn(ctx, over.get(), kill.get(), oc.nr_pages.raw(), &killed) != 0;
+    if (killed != nullptr) {
+      GroupUse k = AcquireGroup(killed);
+      if (k.payload != nullptr) out.killed = k.group();
+    }
+    return out;
+  };
+}
+
+}  // namespace
+
+extern "C" int umemcg_set_oom_handler(umemcg_controller_t* ctrl,
+                                      umemcg_oom_fn fn, void* ctx) {
+  if (ctrl == nullptr) return EINVAL;
+  HandleTable::Use use = HandleTable::Global().Acquire(ToHandle(ctrl));
+  auto* c = As<ControllerPayload>(use);
+  if (c == nullptr) return EBADF;
+  c->ctrl->SetOomHandler(fn == nullptr ? umemcg::OomHandler()
+                                       : MakeOomHandler(c->registry, fn, ctx));
+  return 0;
+}
+
+extern "C" int umemcg_group_set_oom_handler(umemcg_group_t* group,
+                                            umemcg_oom_fn fn, void* ctx) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  g.group()->SetOomHandler(fn == nullptr
+                               ? umemcg::OomHandler()
+                               : MakeOomHandler(g.payload->registry, fn, ctx));
+  return 0;
+}
+
+extern "C" int umemcg_set_event_callback(umemcg_group_t* group,
+                                         umemcg_event_fn fn, void* ctx) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (fn == nullptr) {
+    g.group()->SetEventCallback(nullptr);
+    return 0;
+  }
+  std::shared_ptr<Registry> registry = g.payload->registry;
+  g.group()->SetEventCallback(
+      [registry, fn, ctx](Group& grp, umemcg::MemoryEvent e, bool local) {
+        BorrowedHandle h(registry, &grp);
+        fn(ctx, h.get(), umemcg::MemoryEventName(e), local ? 1 : 0);
+      });
+  return 0;
+}
+
+// ---- Errors ----
+
+extern "C" const char* umemcg_strerror(int err) {
+  switch (err) {
+    case 0:
+      return "success";
+    case EINVAL:
+      return "invalid argument or syntax";
+    case EBADF:
+      return "stale or released handle";
+    case ENOENT:
+      return "no such group or file";
+    case EEXIST:
+      return "a group with that name exists";
+    case EBUSY:
+      return "group has children";
+    case ENODEV:
+      return "group was removed";
+    case ENOMEM:
+      return "charge refused: over the memory limit";
+    case EAGAIN:
+      return "could not reclaim enough, try again";
+    case EACCES:
+      return "file is read-only (or write-only)";
+    case ERANGE:
+      return "value out of range, or buffer too small";
+    case EDEADLK:
+      return "called from inside a callback it would wait for";
+    default:
+      return "unknown error";
+  }
+}

@@ -1,0 +1,299 @@
+/* Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+ *
+ * The C API, tested in C (compiled as C99): every function, its success
+ * path and its error paths, including stale and released handles. */
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "umemcg/umemcg.h"
+
+static int passed = 0;
+static int failed = 0;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (cond) {                                                                \
+      ++passed;                                                                \
+    } else {                                                                   \
+      ++failed;                                                                \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_ERR(expr, err)                                                 \
+  do {                                                                       \
+    int got_ = (expr);                                                       \
+    if (got_ == (err)) {                                                     \
+      ++passed;                                                              \
+    } else {                                                                 \
+      ++failed;                                                              \
+      fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__, \
+              __LINE__, #expr, got_, umemcg_strerror(got_), (err));          \
+    }                                                                        \
+  } while (0)
+
+static int read_text(umemcg_group_t* g, const char* file, char* buf,
+                     size_t len) {
+  size_t needed = 0;
+  return umemcg_read_file(g, file, buf, len, &needed);
+}
+
+/* A reclaimer holding `held` pages of `group`. */
+struct cache {
+  umemcg_group_t* group;
+  uint64_t held;
+  int calls;
+};
+
+static uint64_t cache_reclaimable(void* ctx) {
+  return ((struct cache*)ctx)->held;
+}
+
+static uint64_t cache_reclaim(void* ctx, uint64_t target) {
+  struct cache* c = (struct cache*)ctx;
+  uint64_t n = target < c->held ? target : c->held;
+  c->held -= n;
+  c->calls++;
+  umemcg_uncharge_direct(c->group, n);
+  return n;
+}
+
+struct oom_state {
+  int calls;
+  umemcg_group_t* victim;
+};
+
+static int on_oom(void* ctx, umemcg_group_t* over_limit,
+                  umemcg_group_t* kill_group, uint64_t nr_pages,
+                  umemcg_group_t** killed) {
+  struct oom_state* s = (struct oom_state*)ctx;
+  (void)kill_group;
+  (void)nr_pages;
+  s->calls++;
+  if (s->victim == NULL) return 0;
+  umemcg_uncharge_direct(s->victim, 4);
+  *killed = over_limit;
+  return 1;
+}
+
+static int events_seen = 0;
+static void on_event(void* ctx, umemcg_group_t* group, const char* event,
+                     int local) {
+  (void)ctx;
+  (void)group;
+  (void)local;
+  if (strcmp(event, "max") == 0) events_seen++;
+}
+
+static void test_controller(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_options_init(&o);
+  CHECK(o.batch == 64 && o.stock_slots == 7);
+  CHECK_ERR(umemcg_controller_create(&o, NULL), EINVAL);
+  o.batch = 200;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
+  o.batch = 64;
+  o.cpu_source = 99;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
+  CHECK_ERR(umemcg_controller_create(NULL, &ctrl), 0);
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+  CHECK_ERR(umemcg_controller_destroy(ctrl), EBADF); /* released */
+  CHECK_ERR(umemcg_controller_destroy(NULL), EINVAL);
+  CHECK_ERR(umemcg_controller_destroy((umemcg_controller_t*)(uintptr_t)12345),
+            EBADF); /* never valid */
+}
+
+static void test_groups_and_charges(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *a = NULL, *b = NULL, *found = NULL,
+                 *refused = NULL;
+  char buf[4096];
+  size_t needed = 0;
+  umemcg_options_init(&o);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_root(NULL, &root), EINVAL);
+  CHECK_ERR(umemcg_group_create(root, "a", &a), 0);
+  CHECK_ERR(umemcg_group_create(a, "b", &b), 0);
+  CHECK_ERR(umemcg_group_create(root, "a", &found), EEXIST);
+  CHECK_ERR(umemcg_group_create(root, "x/y", &found), EINVAL);
+  CHECK_ERR(umemcg_group_create(root, "", &found), EINVAL);
+  CHECK_ERR(umemcg_group_create(root, NULL, &found), EINVAL);
+  CHECK_ERR(umemcg_group_create(NULL, "c", &found), EINVAL);
+  memset(buf, 'n', 300);
+  buf[300] = '\0';
+  CHECK_ERR(umemcg_group_create(root, buf, &found), EINVAL); /* too long */
+  CHECK_ERR(umemcg_group_lookup(ctrl, "a/b", &found), 0);
+  CHECK_ERR(umemcg_group_path(found, buf, sizeof(buf), &needed), 0);
+  CHECK(strcmp(buf, "a/b") == 0 && needed == 4);
+  CHECK_ERR(umemcg_group_path(found, buf, 2, &needed), ERANGE);
+  CHECK(needed == 4);
+  CHECK_ERR(umemcg_group_release(found), 0);
+  CHECK_ERR(umemcg_group_release(found), EBADF);
+  CHECK_ERR(umemcg_group_path(found, buf, sizeof(buf), NULL), EBADF);
+  CHECK_ERR(umemcg_group_lookup(ctrl, "a/zz", &found), ENOENT);
+  CHECK_ERR(umemcg_group_lookup(ctrl, NULL, &found), EINVAL);
+
+  /* Limits through files, charges, refusals. */
+  CHECK_ERR(umemcg_write_file(a, "memory.max", "64K"), 0);
+  CHECK_ERR(umemcg_try_charge(b, 16, 0, &refused), 0);
+  CHECK_ERR(umemcg_try_charge(b, 1, 0, &refused), ENOMEM);
+  CHECK_ERR(umemcg_group_path(refused, buf, sizeof(buf), NULL), 0);
+  CHECK(strcmp(buf, "a") == 0);
+  CHECK_ERR(umemcg_group_release(refused), 0);
+  CHECK_ERR(umemcg_try_charge(b, 1, UMEMCG_CHARGE_HIGH, NULL), 0); /* forced */
+  CHECK_ERR(umemcg_try_charge(b, 1, 1u << 9, NULL), EINVAL);
+  CHECK_ERR(umemcg_try_charge(NULL, 1, 0, NULL), EINVAL);
+  CHECK_ERR(read_text(a, "memory.current", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "69632\n") == 0);
+  CHECK_ERR(umemcg_uncharge(b, 1), 0);
+  CHECK_ERR(umemcg_uncharge_direct(b, 16), 0);
+  CHECK_ERR(umemcg_uncharge(b, UINT64_MAX), EINVAL);
+  CHECK_ERR(umemcg_uncharge_direct(NULL, 1), EINVAL);
+  CHECK_ERR(umemcg_drain_all(root), 0);
+  CHECK_ERR(umemcg_drain_all(NULL), EINVAL);
+  CHECK_ERR(read_text(a, "memory.current", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "0\n") == 0);
+
+  /* Files: read sizes, errors. */
+  CHECK_ERR(umemcg_read_file(a, "memory.max", buf, 3, &needed), ERANGE);
+  CHECK(needed == strlen("65536\n") + 1);
+  CHECK_ERR(umemcg_read_file(a, "memory.max", NULL, 0, &needed), ERANGE);
+  CHECK_ERR(umemcg_read_file(a, "memory.max", buf, needed, NULL), 0);
+  CHECK(strcmp(buf, "65536\n") == 0);
+  CHECK_ERR(umemcg_read_file(a, "memory.nope", buf, sizeof(buf), NULL), ENOENT);
+  CHECK_ERR(umemcg_read_file(root, "memory.current", buf, sizeof(buf), NULL),
+            ENOENT);
+  CHECK_ERR(umemcg_read_file(a, NULL, buf, sizeof(buf), NULL), EINVAL);
+  CHECK_ERR(umemcg_write_file(a, "memory.max", "1GB"), EINVAL);
+  CHECK_ERR(umemcg_write_file(a, "memory.max", "\xff"), EINVAL);
+  CHECK_ERR(umemcg_write_file(a, "memory.current", "0"), EACCES);
+  CHECK_ERR(umemcg_write_file(a, "memory.max", NULL), EINVAL);
+  CHECK_ERR(umemcg_write_file(a, "memory.reclaim", "1M"), EAGAIN);
+  CHECK_ERR(umemcg_write_file(a, "memory.oom.group", "99999999999"), ERANGE);
+
+  /* Statistics. */
+  CHECK_ERR(umemcg_mod_state(b, "anon", 2), 0);
+  CHECK_ERR(umemcg_count_event(b, "pgfault", 3), 0);
+  CHECK_ERR(umemcg_mod_state(b, "no_such_item", 1), EINVAL);
+  CHECK_ERR(umemcg_mod_state(b, NULL, 1), EINVAL);
+  CHECK_ERR(umemcg_count_event(b, "pgfault", UINT64_MAX), EINVAL);
+  CHECK_ERR(umemcg_flush(a), 0);
+  CHECK_ERR(read_text(a, "memory.stat", buf, sizeof(buf)), 0);
+  CHECK(strncmp(buf, "anon 8192\n", 10) == 0);
+  CHECK(strstr(buf, "pgfault 3\n") != NULL);
+
+  /* Removal: busy parent, removed group refuses charges, handle stays. */
+  CHECK_ERR(umemcg_group_remove(a), EBUSY);
+  CHECK_ERR(umemcg_group_remove(b), 0);
+  CHECK_ERR(umemcg_group_remove(b), ENODEV);
+  CHECK_ERR(umemcg_try_charge(b, 1, 0, NULL), ENODEV);
+  CHECK_ERR(umemcg_mod_state(b, "anon", -2), ENODEV);
+  CHECK_ERR(umemcg_write_file(b, "memory.max", "1M"), ENODEV);
+  CHECK_ERR(umemcg_group_remove(root), EINVAL);
+  CHECK_ERR(umemcg_group_release(b), 0);
+  CHECK_ERR(umemcg_try_charge(b, 1, 0, NULL), EBADF);
+
+  /* Destroying the controller invalidates its handles. */
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+  CHECK_ERR(umemcg_try_charge(a, 1, 0, NULL), EBADF);
+  CHECK_ERR(umemcg_group_release(a), EBADF);
+  CHECK_ERR(umemcg_group_release(root), EBADF);
+  CHECK_ERR(umemcg_group_lookup(ctrl, "a", &found), EBADF);
+}
+
+static void test_callbacks(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *g = NULL;
+  umemcg_reclaimer_t* r = NULL;
+  struct cache c;
+  struct oom_state oom;
+  umemcg_reclaimer_ops_t ops;
+  umemcg_reclaimer_ops_t bad_ops;
+  char buf[512];
+  umemcg_options_init(&o);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "g", &g), 0);
+
+  /* A reclaimer makes room for a charge over memory.max. */
+  ops.reclaimable = cache_reclaimable;
+  ops.reclaim = cache_reclaim;
+  bad_ops.reclaimable = NULL;
+  bad_ops.reclaim = cache_reclaim;
+  c.group = g;
+  c.held = 0;
+  c.calls = 0;
+  CHECK_ERR(umemcg_reclaimer_add(g, &ops, &c, &r), 0);
+  CHECK_ERR(umemcg_reclaimer_add(g, &bad_ops, &c, &r), EINVAL);
+  CHECK_ERR(umemcg_reclaimer_add(g, NULL, &c, &r), EINVAL);
+  CHECK_ERR(umemcg_write_file(g, "memory.max", "400K"), 0);
+  CHECK_ERR(umemcg_try_charge(g, 100, UMEMCG_CHARGE_MAY_RECLAIM, NULL), 0);
+  c.held = 100;
+  CHECK_ERR(umemcg_try_charge(g, 8, UMEMCG_CHARGE_MAY_RECLAIM, NULL), 0);
+  CHECK(c.calls >= 1 && c.held < 100);
+  CHECK_ERR(umemcg_reclaimer_release(r), 0);
+  CHECK_ERR(umemcg_reclaimer_release(r), EBADF);
+  CHECK_ERR(umemcg_reclaimer_release(NULL), EINVAL);
+
+  /* Events. */
+  events_seen = 0;
+  CHECK_ERR(umemcg_set_event_callback(g, on_event, NULL), 0);
+  CHECK_ERR(umemcg_write_file(g, "memory.max", "0"), 0);
+  CHECK_ERR(umemcg_try_charge(g, 1, UMEMCG_CHARGE_HIGH, NULL), 0); /* max */
+  CHECK(events_seen == 2); /* local + hierarchical on g */
+  CHECK_ERR(umemcg_set_event_callback(g, NULL, NULL), 0);
+  CHECK_ERR(umemcg_set_event_callback(NULL, on_event, NULL), EINVAL);
+
+  /* OOM: a handler that frees memory lets the charge through. */
+  oom.calls = 0;
+  oom.victim = g;
+  CHECK_ERR(umemcg_write_file(g, "memory.max", "max"), 0);
+  CHECK_ERR(umemcg_drain_all(root), 0);
+  CHECK_ERR(umemcg_read_file(g, "memory.current", buf, sizeof(buf), NULL), 0);
+  {
+    unsigned long long cur = 0;
+    sscanf(buf, "%llu", &cur);
+    CHECK_ERR(umemcg_uncharge_direct(g, cur / 4096), 0);
+  }
+  CHECK_ERR(umemcg_try_charge(g, 4, 0, NULL), 0);
+  CHECK_ERR(umemcg_write_file(g, "memory.max", "16K"), 0);
+  CHECK_ERR(umemcg_set_oom_handler(ctrl, on_oom, &oom), 0);
+  CHECK_ERR(umemcg_try_charge(g, 1, UMEMCG_CHARGE_MAY_RECLAIM, NULL), 0);
+  CHECK(oom.calls == 1);
+  CHECK_ERR(umemcg_read_file(g, "memory.events", buf, sizeof(buf), NULL), 0);
+  CHECK(strstr(buf, "oom 2\noom_kill 1\n") != NULL); /* + the max write */
+  oom.victim = NULL;
+  CHECK_ERR(umemcg_group_set_oom_handler(g, on_oom, &oom), 0);
+  CHECK_ERR(umemcg_try_charge(g, 4, UMEMCG_CHARGE_MAY_RECLAIM, NULL), ENOMEM);
+  CHECK(oom.calls == 2);
+  CHECK_ERR(umemcg_group_set_oom_handler(g, NULL, NULL), 0);
+  CHECK_ERR(umemcg_set_oom_handler(ctrl, NULL, NULL), 0);
+  CHECK_ERR(umemcg_set_oom_handler(NULL, on_oom, &oom), EINVAL);
+  CHECK_ERR(umemcg_uncharge_direct(g, 1), 0);
+
+  CHECK(strcmp(umemcg_strerror(EBADF), "stale or released handle") == 0);
+  CHECK(strcmp(umemcg_strerror(12345), "unknown error") == 0);
+
+  /* Destroy with live group handles: they are released for us. */
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+  CHECK_ERR(umemcg_group_release(g), EBADF);
+}
+
+int main(void) {
+  test_controller();
+  test_groups_and_charges();
+  test_callbacks();
+  printf("c_api: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
