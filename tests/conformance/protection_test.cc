@@ -64,6 +64,26 @@ struct SelftestTree {
       (*r)->Release();
     }
   }
+  // F charges `mib` more in batch-sized steps (reclaim pressure from A's
+  // max) and then all stocks are drained. Returns false if a charge failed.
+  bool Pressure(uint64_t mib) {
+    for (uint64_t done = 0; done < MiB(mib).raw(); done += 64) {
+      if (!f->TryCharge(Pages(64)).ok()) return false;
+      f_pages += 64;
+    }
+    t.Drain();
+    return true;
+  }
+  // Expectations shared by the min and low runs after F took 148M.
+  void ExpectCandDKeepBsProtection() {
+    EXPECT_LE(a->usage(), MiB(200));
+    // E is unprotected: its cache goes (almost) entirely.
+    EXPECT_LE(re->held(), MiB(1).raw());
+    // C and D together keep at least B's effective protection (50M),
+    // minus what the reclaim minimum batch may overshoot.
+    EXPECT_GE(rc->held() + rd->held(), MiB(50).raw() - 64);
+  }
+
   // Recompute effective values as a reclaim from A would (A is the
   // target, so its own protection is ignored; B is A's child).
   void Calculate() {
@@ -77,6 +97,7 @@ struct SelftestTree {
   TestController t;
   GroupRef a, b, c, d, e, f;
   std::unique_ptr<PageReclaimer> rc, rd, re;
+  uint64_t f_pages = 0;
 };
 
 TEST(ProtectionConformanceTest, EffectiveMinMatchesHandComputedValues) {
@@ -108,46 +129,27 @@ TEST(ProtectionConformanceTest, EffectiveLowWithRecursiveProtection) {
 TEST(ProtectionConformanceTest, MemoryMinSurvivesPressure) {
   SelftestTree tree(/*use_low=*/false, false, /*f_protection_mib=*/0);
   // F allocates 148M under A's 200M max: 150M of cache must shrink.
-  uint64_t allocated = 0;
-  for (; allocated < MiB(148).raw(); allocated += 64) {
-    ASSERT_TRUE(tree.f->TryCharge(Pages(64)).ok()) << allocated;
-  }
-  tree.t.Drain();
-  EXPECT_LE(tree.a->usage(), MiB(200));
-  // E is unprotected: its cache goes first and (almost) entirely.
-  EXPECT_LE(tree.re->held(), MiB(1).raw());
-  // C and D together keep at least B's effective min (50M), minus what
-  // the reclaim minimum batch may overshoot.
-  EXPECT_GE(tree.rc->held() + tree.rd->held(), MiB(50).raw() - 64);
+  ASSERT_TRUE(tree.Pressure(148));
+  tree.ExpectCandDKeepBsProtection();
   // C keeps more than D (its protection is larger).
   EXPECT_GT(tree.rc->held(), tree.rd->held());
   EXPECT_EQ(tree.c->events(MemoryEvent::kLow), 0u);
-  tree.f->UnchargeDirect(Pages(allocated));
+  tree.f->UnchargeDirect(Pages(tree.f_pages));
 }
 
 TEST(ProtectionConformanceTest, MemoryLowYieldsOnlyUnderPressureAndCounts) {
   SelftestTree tree(/*use_low=*/true, false, /*f_protection_mib=*/0);
-  uint64_t allocated = 0;
-  for (; allocated < MiB(148).raw(); allocated += 64) {
-    ASSERT_TRUE(tree.f->TryCharge(Pages(64)).ok()) << allocated;
-  }
-  tree.t.Drain();
-  EXPECT_LE(tree.a->usage(), MiB(200));
-  EXPECT_LE(tree.re->held(), MiB(1).raw());
-  EXPECT_GE(tree.rc->held() + tree.rd->held(), MiB(50).raw() - 64);
+  ASSERT_TRUE(tree.Pressure(148));
+  tree.ExpectCandDKeepBsProtection();
   // memory.low was not breached: no low events while E could pay.
   EXPECT_EQ(tree.c->events(MemoryEvent::kLow), 0u);
   EXPECT_EQ(tree.d->events(MemoryEvent::kLow), 0u);
   // Squeezing further must breach low and say so.
-  uint64_t more = 0;
-  for (; more < MiB(40).raw(); more += 64) {
-    ASSERT_TRUE(tree.f->TryCharge(Pages(64)).ok());
-  }
+  ASSERT_TRUE(tree.Pressure(40));
   EXPECT_GE(
       tree.c->events(MemoryEvent::kLow) + tree.d->events(MemoryEvent::kLow),
       1u);
-  tree.t.Drain();
-  tree.f->UnchargeDirect(Pages(allocated + more));
+  tree.f->UnchargeDirect(Pages(tree.f_pages));
 }
 
 }  // namespace
