@@ -10,6 +10,7 @@
 #include "umemcg/cpu.h"           // IWYU pragma: export
 #include "umemcg/events.h"        // IWYU pragma: export
 #include "umemcg/group.h"         // IWYU pragma: export
+#include "umemcg/obj_cgroup.h"    // IWYU pragma: export
 #include "umemcg/page_counter.h"  // IWYU pragma: export
 #include "umemcg/status.h"        // IWYU pragma: export
 #include "umemcg/units.h"         // IWYU pragma: export
