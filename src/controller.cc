@@ -178,6 +178,8 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
   // Kernel: obj_cgroup_release(). No stock slot and no object holds bytes
   // of it any more, so the pool is whole pages unless the caller freed
   // bytes it never charged (or leaked some).
+  // Relaxed: the acquire exchange of objcg_to_free_ in Reap ordered every
+  // write made before the last reference went.
   const uint64_t pool =
       objcg->nr_charged_bytes_.exchange(0, std::memory_order_relaxed);
   Group* g = objcg->group();
@@ -317,6 +319,7 @@ Status Controller::RemoveGroup(Group& group) {
     {
       std::lock_guard<std::mutex> objcg_lock(objcg_mu_);
       for (ObjCgroup* o : objcgs_) {
+        // Relaxed: group_ is only stored here, under objcg_mu_ (held).
         if (o->group_.load(std::memory_order_relaxed) == &group) {
           o->group_.store(group.parent_, std::memory_order_release);
         }

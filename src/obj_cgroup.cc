@@ -58,6 +58,11 @@ ChargeResult ObjCgroup::Charge(Bytes size, ChargeFlags flags, StatItem item) {
   }
   if (!stock_->enabled()) return ChargeViaPool(n, flags, item);
   if (stock_->Consume(this, n, item)) return {};
+  return ChargeMiss(n, flags, item);
+}
+
+ChargeResult ObjCgroup::ChargeMiss(uint64_t n, ChargeFlags flags,
+                                   StatItem item) {
   // Kernel: obj_cgroup_charge(). The central pool is not used here (two
   // contended atomics for a few bytes), nor are stock bytes used to shave
   // a page.
@@ -80,8 +85,7 @@ void ObjCgroup::Uncharge(Bytes size, StatItem item) {
     return;
   }
   if (!stock_->enabled()) return UnchargeViaPool(n, item);
-  stock_->Refill(this, n, /*allow_uncharge=*/true, item,
-                 -static_cast<int64_t>(n));
+  stock_->Uncharge(this, n, item);
 }
 
 // ---- Shared-pool variant ----
@@ -108,6 +112,7 @@ ChargeResult ObjCgroup::ChargeViaPool(uint64_t n, ChargeFlags flags,
   if (!r.ok()) return r;
   ObjStock::ApplyKmem(charged, static_cast<int64_t>(pages));
   if (const uint64_t rem = (pages << kPageShift) - n; rem != 0) {
+    // Relaxed: the pool publishes no other data.
     nr_charged_bytes_.fetch_add(rem, std::memory_order_relaxed);
   }
   ObjStock::ApplyStat(charged, item, static_cast<int64_t>(n));

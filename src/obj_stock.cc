@@ -135,23 +135,6 @@ void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
 
 // ---- Stock ----
 
-bool ObjStock::Consume(ObjCgroup* objcg, uint64_t size, StatItem item) {
-  ObjStockShard& s = shards_[cpu_.CurrentShard()];
-  if (!s.lock.try_lock()) return false;
-  for (int i = 0; i < slots_; ++i) {
-    if (s.cached[i] != objcg) continue;
-    if (s.nr_bytes[i] >= size) {
-      s.nr_bytes[i] = static_cast<uint16_t>(s.nr_bytes[i] - size);
-      AccountLocked(s, i, item, static_cast<int64_t>(size));
-      s.lock.unlock();
-      return true;
-    }
-    break;  // an objcg occupies at most one slot per shard
-  }
-  s.lock.unlock();
-  return false;
-}
-
 void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
   ObjCgroup* objcg = s.cached[i];
   if (objcg == nullptr) return;
@@ -233,7 +216,7 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
     cur &= kPageSize - 1;
   }
   s.nr_bytes[slot] = static_cast<uint16_t>(cur);
-  AccountLocked(s, slot, item, stat_delta);
+  Account(s, slot, item, stat_delta);
   Group* g = nullptr;
   if (pages != 0) {
     g = objcg->group();

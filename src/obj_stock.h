@@ -34,6 +34,7 @@
 #include "port/per_cpu.h"
 #include "port/try_lock.h"
 #include "umemcg/stats.h"
+#include "umemcg/units.h"
 
 namespace umemcg {
 class Group;
@@ -77,7 +78,41 @@ class ObjStock {
   // Takes `size` bytes of `objcg` from this CPU's stock and accounts +size
   // on `item`. False if the shard is busy or holds fewer (no partial use).
   // Kernel: consume_obj_stock() + __account_obj_stock().
-  bool Consume(ObjCgroup* objcg, uint64_t size, StatItem item);
+  bool Consume(ObjCgroup* objcg, uint64_t size, StatItem item) {
+    ObjStockShard& s = shards_[cpu_.CurrentShard()];
+    if (!s.lock.try_lock()) return false;
+    for (int i = 0; i < slots_; ++i) {
+      if (s.cached[i] != objcg) continue;
+      if (s.nr_bytes[i] < size) break;  // no partial use
+      s.nr_bytes[i] = static_cast<uint16_t>(s.nr_bytes[i] - size);
+      Account(s, i, item, static_cast<int64_t>(size));
+      s.lock.unlock();
+      return true;
+    }
+    s.lock.unlock();
+    return false;
+  }
+
+  // Returns `size` bytes of a freed object of `objcg` to this CPU's stock
+  // (allow_uncharge) and accounts -size on `item`. The common case (the
+  // objcg's slot exists and stays within a page) is inline.
+  void Uncharge(ObjCgroup* objcg, uint64_t size, StatItem item) {
+    ObjStockShard& s = shards_[cpu_.CurrentShard()];
+    if (s.lock.try_lock()) {
+      for (int i = 0; i < slots_; ++i) {
+        if (s.cached[i] != objcg) continue;
+        const uint64_t cur = s.nr_bytes[i] + size;
+        if (cur > kPageSize) break;  // pages to uncharge: the slow path
+        s.nr_bytes[i] = static_cast<uint16_t>(cur);
+        Account(s, i, item, -static_cast<int64_t>(size));
+        s.lock.unlock();
+        return;
+      }
+      s.lock.unlock();
+    }
+    Refill(objcg, size, /*allow_uncharge=*/true, item,
+           -static_cast<int64_t>(size));
+  }
 
   // Puts `bytes` of `objcg` into this CPU's stock and accounts `stat_delta`
   // on `item`; first credits `kmem_pages` (pages just charged to
@@ -107,6 +142,23 @@ class ObjStock {
   static void ReturnPoolPages(ObjCgroup* objcg);
 
  private:
+  // Kernel: __account_obj_stock(). The common case (caching on, a slab
+  // item, this slot owns the cache, the sum stays within a page) inline.
+  void Account(ObjStockShard& s, int slot, StatItem item, int64_t delta) {
+    if (cache_stats_ && s.stat_owner == slot &&
+        (item == StatItem::kSlabReclaimable ||
+         item == StatItem::kSlabUnreclaimable)) {
+      int32_t& cached =
+          s.slab_bytes[item == StatItem::kSlabReclaimable ? 0 : 1];
+      const int64_t d = delta + cached;
+      if (d >= -static_cast<int64_t>(kPageSize) &&
+          d <= static_cast<int64_t>(kPageSize)) {
+        cached = static_cast<int32_t>(d);
+        return;
+      }
+    }
+    AccountLocked(s, slot, item, delta);
+  }
   void AccountLocked(ObjStockShard& s, int slot, StatItem item, int64_t delta);
   void FlushStatsLocked(ObjStockShard& s);
   void CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages);

@@ -103,6 +103,7 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   // The central pool: bytes charged (as part of whole pages) to the current
   // group, held by no stock and no object. Kernel: nr_charged_bytes.
   Bytes pooled() const {
+    // Relaxed: a snapshot, exact when the objcg is quiescent.
     return Bytes(nr_charged_bytes_.load(std::memory_order_relaxed));
   }
 
@@ -117,6 +118,9 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   void Get() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Put();
 
+  // Charge after a stock miss: whole pages, the rest to the stock.
+  [[gnu::noinline]] ChargeResult ChargeMiss(uint64_t size, ChargeFlags flags,
+                                            StatItem item);
   // The shared-pool variant (ControllerOptions::obj_stock = false).
   ChargeResult ChargeViaPool(uint64_t size, ChargeFlags flags, StatItem item);
   void UnchargeViaPool(uint64_t size, StatItem item);
