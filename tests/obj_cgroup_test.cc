@@ -366,9 +366,18 @@ TEST(ObjCgroupStressTest, ReparentingUnderLoad) {
       }
     });
   }
+  // Drains race with the charges and with the removal.
+  std::thread drainer([&] {
+    SetFakeCpu(3);
+    while (!removed.load()) {
+      t.ctrl->DrainAllStocks(*p);
+      std::this_thread::yield();
+    }
+  });
   while (started.load() < kThreads) std::this_thread::yield();
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
   removed.store(true);
+  drainer.join();
   for (auto& th : threads) th.join();
   c.reset();
   EXPECT_EQ(co->group(), p.get());
@@ -402,7 +411,14 @@ TEST(ObjCgroupStressTest, ContentionOnOneGroup) {
   GroupRef g = t.Make("g");
   ObjCgroupRef o(g->objcg());
   constexpr int kThreads = 8;
+  std::atomic<int> running{kThreads};
   std::vector<std::thread> threads;
+  threads.emplace_back([&] {  // drains race with the charges
+    while (running.load() > 0) {
+      t.Drain();
+      std::this_thread::yield();
+    }
+  });
   for (int w = 0; w < kThreads; ++w) {
     threads.emplace_back([&, w] {
       SetFakeCpu(w % 2);
@@ -414,10 +430,11 @@ TEST(ObjCgroupStressTest, ContentionOnOneGroup) {
           live.pop_back();
         } else {
           live.push_back(rng() % 2 == 0 ? 4096 : 1 + rng() % 300);
-          ASSERT_TRUE(o->Charge(Bytes(live.back())).ok());
+          EXPECT_TRUE(o->Charge(Bytes(live.back())).ok());
         }
       }
       for (uint64_t s : live) o->Uncharge(Bytes(s));
+      running.fetch_sub(1);
     });
   }
   for (auto& th : threads) th.join();
