@@ -108,6 +108,33 @@ TEST(ObjCgroupTest, UnderflowClampsCountsAndReports) {
   t.errors.clear();
 }
 
+TEST(ObjCgroupTest, ReleaseWithAPartialPageIsReported) {
+  TestController t;
+  GroupRef c = t.Make("c");
+  ObjCgroupRef o(c->objcg());
+  ASSERT_TRUE(o->Charge(Bytes(100)).ok());
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
+  o->Uncharge(Bytes(60));  // 40 bytes never freed: the pool is not whole
+  o.reset();
+  c.reset();
+  t.Drain();
+  t.ctrl->Reap();
+  ASSERT_EQ(t.errors.size(), 1u);
+  EXPECT_EQ(t.errors[0], "objcg_partial_page");
+  EXPECT_EQ(t.ctrl->live_objcgs(), 1);  // the root's
+  EXPECT_EQ(t.ctrl->live_groups(), 1);
+  t.errors.clear();
+}
+
+TEST(ObjCgroupTest, ObjStockSlotsAreValidated) {
+  for (int slots : {0, 17}) {
+    ControllerOptions opts;
+    opts.obj_stock_slots = slots;
+    EXPECT_EQ(Controller::Create(opts).status().code(),
+              StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(ObjCgroupTest, LimitsApplyToPageCharges) {
   TestController t;
   GroupRef g = t.Make("a");

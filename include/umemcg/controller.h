@@ -13,7 +13,8 @@
 // Thread safety: every method is safe from any thread. Tree changes
 // (CreateGroup, RemoveGroup) take an exclusive tree lock; lookups and
 // reclaim walks take it shared. Destroying the controller requires that no
-// other thread uses it and that every GroupRef of it has been released.
+// other thread uses it and that every GroupRef and ObjCgroupRef of it has been
+// released.
 
 #ifndef UMEMCG_CONTROLLER_H_
 #define UMEMCG_CONTROLLER_H_
@@ -110,7 +111,8 @@ class UMEMCG_EXPORT Controller {
   static StatusOr<std::unique_ptr<Controller>> Create(
       ControllerOptions options = {});
 
-  // REQUIRES: no thread uses the controller; every GroupRef released.
+  // REQUIRES: no thread uses the controller; every GroupRef and
+  // ObjCgroupRef released.
   // Drains every stock and frees every group.
   ~Controller();
 
