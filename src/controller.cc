@@ -7,7 +7,17 @@
 // lock and, with the malloc integration, re-enter the allocator, so Put()
 // only pushes the group on a lock-free stack; Reap() frees it later from a
 // tree operation. Until then nothing can reach it: it is offline and
-// unlinked, and nothing else holds a reference.
+// unlinked, and nothing else holds a reference. ObjCgroups are freed the
+// same way (their last reference goes when an object or a stock slot lets
+// go of them).
+//
+// Reparenting (kernel: memcg_reparent_objcgs, E1-E4 form). RemoveGroup
+// points every objcg that points at the group (its own and those inherited
+// from removed children) at the parent, before the group goes offline.
+// The dead group's counter keeps the pages charged through them (the
+// kernel's stale usage); the parent is uncharged for them when the objects
+// go, so Reap must not return them to the ancestors again: it subtracts
+// the group's objcg_pages_ from the leftover it treats as a leak.
 
 #include "umemcg/controller.h"
 
@@ -16,6 +26,8 @@
 
 #include "charge_stock.h"
 #include "controller_impl.h"
+#include "obj_stock.h"
+#include "umemcg/obj_cgroup.h"
 
 namespace umemcg {
 
@@ -40,6 +52,11 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
     return Invalid("stock_slots must be in 1..16, got " +
                    std::to_string(options.stock_slots));
   }
+  if (options.obj_stock_slots < 1 ||
+      options.obj_stock_slots > internal::kMaxObjStockSlots) {
+    return Invalid("obj_stock_slots must be in 1..16, got " +
+                   std::to_string(options.obj_stock_slots));
+  }
   if (options.nr_cpus < 0 || options.nr_cpus > 4096) {
     return Invalid("nr_cpus must be 0 (auto) or 1..4096, got " +
                    std::to_string(options.nr_cpus));
@@ -50,16 +67,23 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ControllerInfo info;
   info.batch = options.batch;
   info.stock_slots = options.stock_slots;
+  info.obj_stock_slots = options.obj_stock_slots;
+  info.obj_stat_cache = options.obj_stat_cache;
+  info.obj_stock = options.obj_stock;
   info.nr_cpus = cpu->nr_shards();
   info.cpu_source = cpu->source();
   info.recursive_protection = options.recursive_protection;
   info.local_events = options.local_events;
 
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
+  ctrl->obj_stock_ = std::make_unique<internal::ObjStock>(
+      *cpu, info.obj_stock_slots, info.batch, info.obj_stat_cache,
+      info.obj_stock);
   ctrl->stock_ = std::make_unique<internal::ChargeStock>(
       std::move(cpu).value(), info.batch, info.stock_slots);
   ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);
   ctrl->live_groups_.fetch_add(1, std::memory_order_relaxed);
+  ctrl->CreateObjCgroup(ctrl->root_);
   return ctrl;
 }
 
@@ -77,6 +101,7 @@ Controller::~Controller() {
   // Take every group offline bottom-up, then drain and free.
   std::vector<Group*> stack{root_};
   std::vector<Group*> order;
+  std::vector<ObjCgroup*> objcgs;
   {
     std::unique_lock<std::shared_mutex> lock(tree_mu_);
     while (!stack.empty()) {
@@ -90,12 +115,16 @@ Controller::~Controller() {
       g->online_.store(false);
       g->children_.clear();
       g->reclaimers_.clear();
+      if (ObjCgroup* o = g->objcg_.exchange(nullptr)) objcgs.push_back(o);
     }
   }
+  obj_stock_->DrainAll(nullptr);
   stock_->DrainAll(nullptr);
+  for (ObjCgroup* o : objcgs) o->Put();
   for (auto it = order.rbegin(); it != order.rend(); ++it) (*it)->Put();
   Reap();
   UMEMCG_DCHECK(live_groups_.load() == 0);
+  UMEMCG_DCHECK(live_objcgs_.load() == 0);
 }
 
 void Controller::Report(const char* what, const Group* group, Pages pages) {
@@ -126,16 +155,77 @@ void Controller::ReleaseGroup(Group* group) {
       head, group, std::memory_order_release, std::memory_order_relaxed));
 }
 
+void Controller::CreateObjCgroup(Group* group) {
+  auto* objcg = new ObjCgroup(this, group);
+  live_objcgs_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(objcg_mu_);
+    objcgs_.push_back(objcg);
+  }
+  group->objcg_.store(objcg, std::memory_order_release);
+}
+
+void Controller::ReleaseObjCgroup(ObjCgroup* objcg) {
+  // Treiber push, as ReleaseGroup.
+  ObjCgroup* head = objcg_to_free_.load(std::memory_order_relaxed);
+  do {
+    objcg->next_to_free_ = head;
+  } while (!objcg_to_free_.compare_exchange_weak(
+      head, objcg, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void Controller::FreeObjCgroup(ObjCgroup* objcg) {
+  // Kernel: obj_cgroup_release(). No stock slot and no object holds bytes
+  // of it any more, so the pool is whole pages unless the caller freed
+  // bytes it never charged (or leaked some).
+  // Relaxed: the acquire exchange of objcg_to_free_ in Reap ordered every
+  // write made before the last reference went.
+  const uint64_t pool =
+      objcg->nr_charged_bytes_.exchange(0, std::memory_order_relaxed);
+  Group* g = objcg->group();
+  const uint64_t pages = pool >> kPageShift;
+  if (pages != 0) {
+    internal::ObjStock::ApplyKmem(g, -static_cast<int64_t>(pages));
+    internal::ObjStock::UnchargePages(g, pages, /*via_stock=*/false);
+  }
+  if ((pool & (kPageSize - 1)) != 0) {
+    Report("objcg_partial_page", g, Pages(pages));
+  }
+  {
+    std::lock_guard<std::mutex> lock(objcg_mu_);
+    objcgs_.erase(std::find(objcgs_.begin(), objcgs_.end(), objcg));
+  }
+  Group* origin = objcg->origin_;
+  delete objcg;
+  live_objcgs_.fetch_sub(1, std::memory_order_relaxed);
+  origin->Put();  // may queue the group (the loop in Reap sees it)
+}
+
 void Controller::Reap() {
   for (;;) {
+    ObjCgroup* objcgs =
+        objcg_to_free_.exchange(nullptr, std::memory_order_acquire);
+    const bool any_objcg = objcgs != nullptr;
+    while (objcgs != nullptr) {
+      ObjCgroup* o = objcgs;
+      objcgs = o->next_to_free_;
+      FreeObjCgroup(o);
+    }
     Group* list = to_free_.exchange(nullptr, std::memory_order_acquire);
-    if (list == nullptr) return;
+    if (list == nullptr && !any_objcg) return;
     while (list != nullptr) {
       Group* g = list;
       list = g->next_to_free_;
       // Pages still charged with no reference left can never be
       // uncharged: return them to the ancestors and report the leak.
-      const Pages left = g->memory_.usage();
+      // Pages charged through objcgs are not leaked: after reparenting
+      // the parent was (or will be) uncharged for them (see above).
+      const int64_t via_objcg =
+          std::max<int64_t>(g->objcg_pages_.load(std::memory_order_relaxed), 0);
+      const uint64_t usage = g->memory_.usage().raw();
+      const Pages left(usage > static_cast<uint64_t>(via_objcg)
+                           ? usage - static_cast<uint64_t>(via_objcg)
+                           : 0);
       if (left.raw() > 0) {
         if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
         Report("leak", g, left);
@@ -181,6 +271,7 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     auto* g = new Group(this, &parent, std::string(name), next_id_++);
     live_groups_.fetch_add(1, std::memory_order_relaxed);
     parent.children_.push_back(g);  // the tree's reference (refs_ = 1)
+    CreateObjCgroup(g);
     ref = GroupRef(g);
   }
   Reap();
@@ -213,6 +304,7 @@ Status Controller::RemoveGroup(Group& group) {
   if (tls_charge.in_tree_walk > 0) {
     return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
   }
+  ObjCgroup* own_objcg = nullptr;
   {
     std::unique_lock<std::shared_mutex> lock(tree_mu_);
     if (!group.online()) {
@@ -221,9 +313,22 @@ Status Controller::RemoveGroup(Group& group) {
     if (!group.children_.empty()) {
       return Status(StatusCode::kBusy, "group has children");
     }
-    // Kernel: mem_cgroup_css_offline(). Order matters: online_ goes false
-    // before the drain, so a racing Refill either is drained below or
-    // sees the group offline (see ChargeStock::Refill).
+    // Kernel: mem_cgroup_css_offline(). Reparent the objcgs first, so an
+    // objcg never points at an offline group for longer than a racing
+    // charge that read it before (ObjCgroup::ChargePages walks up then).
+    {
+      std::lock_guard<std::mutex> objcg_lock(objcg_mu_);
+      for (ObjCgroup* o : objcgs_) {
+        // Relaxed: group_ is only stored here, under objcg_mu_ (held).
+        if (o->group_.load(std::memory_order_relaxed) == &group) {
+          o->group_.store(group.parent_, std::memory_order_release);
+        }
+      }
+    }
+    own_objcg = group.objcg_.exchange(nullptr, std::memory_order_acq_rel);
+    // Order matters: online_ goes false before the drain, so a racing
+    // Refill either is drained below or sees the group offline (see
+    // ChargeStock::Refill).
     group.online_.store(false);
     auto& siblings = group.parent_->children_;
     siblings.erase(std::find(siblings.begin(), siblings.end(), &group));
@@ -232,7 +337,11 @@ Status Controller::RemoveGroup(Group& group) {
     group.memory_.SetLow(Pages(0));
   }
   stock_->DrainAll(&group);
-  group.Put();  // the tree's reference
+  // Flushes the kmem caches of the group; slots of its objcgs now belong
+  // to the parent and stay (as in the kernel).
+  obj_stock_->DrainAll(&group);
+  if (own_objcg != nullptr) own_objcg->Put();  // the group's reference
+  group.Put();                                 // the tree's reference
   Reap();
   return Status::Ok();
 }
@@ -244,6 +353,9 @@ Status Controller::CheckInvariants() {
   };
   if (std::string bad = stock_->CheckInvariants(); !bad.empty()) {
     return Status(StatusCode::kFailedPrecondition, "stock " + bad);
+  }
+  if (std::string bad = obj_stock_->CheckInvariants(); !bad.empty()) {
+    return Status(StatusCode::kFailedPrecondition, "object stock " + bad);
   }
   std::shared_lock<std::shared_mutex> lock(tree_mu_);
   std::vector<Group*> stack{root_};
@@ -283,7 +395,21 @@ Status Controller::CheckInvariants() {
   return Status::Ok();
 }
 
-void Controller::DrainAllStocks(Group& subtree) { stock_->DrainAll(&subtree); }
+void Controller::DrainAllStocks(Group& subtree) {
+  // Objects first: draining them returns pages to the counters directly.
+  obj_stock_->DrainAll(&subtree);
+  {
+    // Whole pages that reached a pool without a slot drain (the try-lock
+    // fallback, the shared-pool variant) go back too.
+    std::lock_guard<std::mutex> lock(objcg_mu_);
+    for (ObjCgroup* o : objcgs_) {
+      if (o->group()->IsDescendantOf(subtree)) {
+        internal::ObjStock::ReturnPoolPages(o);
+      }
+    }
+  }
+  stock_->DrainAll(&subtree);
+}
 
 void Controller::SetOomHandler(OomHandler handler) {
   oom_handler_.store(

@@ -13,7 +13,8 @@
 // Thread safety: every method is safe from any thread. Tree changes
 // (CreateGroup, RemoveGroup) take an exclusive tree lock; lookups and
 // reclaim walks take it shared. Destroying the controller requires that no
-// other thread uses it and that every GroupRef of it has been released.
+// other thread uses it and that every GroupRef and ObjCgroupRef of it has been
+// released.
 
 #ifndef UMEMCG_CONTROLLER_H_
 #define UMEMCG_CONTROLLER_H_
@@ -25,6 +26,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "umemcg/clock.h"
 #include "umemcg/cpu.h"
@@ -35,16 +37,20 @@
 
 namespace umemcg {
 
+class ObjCgroup;
 namespace internal {
 class ChargeStock;
 class ControllerImpl;
+class ObjStock;
 }  // namespace internal
 
 // A contract violation reported instead of crashing (release builds).
 struct ErrorReport {
   // "underflow": more uncharged than charged (pages = the excess request);
   // "leak": a group was freed with pages still charged (pages = those);
-  // "oom_victim": an OomOutcome named a group outside the OOM domain.
+  // "oom_victim": an OomOutcome named a group outside the OOM domain;
+  // "objcg_partial_page": an objcg was freed with a central pool that is
+  // not whole pages (pages = the whole pages uncharged; the rest stays).
   const char* what = "";
   const Group* group = nullptr;
   Pages pages;
@@ -57,6 +63,15 @@ struct ControllerOptions {
   int batch = 64;
   // Groups cached per CPU stock (NR_MEMCG_STOCK, 7 since v6.16). 1..16.
   int stock_slots = 7;
+  // Objcgs cached per CPU object stock (NR_OBJ_STOCK, 5 since the E5
+  // series; 1 = the older single-slot stock). 1..16.
+  int obj_stock_slots = 5;
+  // Cache slab and kmem statistic deltas in the object stock (the seed
+  // series); false applies every delta at once (before it).
+  bool obj_stat_cache = true;
+  // Use per-CPU object stocks. false: every object charge goes through the
+  // objcg's shared nr_charged_bytes pool (for benchmarks).
+  bool obj_stock = true;
   // How the current CPU is found; see cpu.h.
   CpuSource cpu_source = CpuSource::kAuto;
   // Number of per-CPU shards. 0 = this machine's possible CPUs (sparse ids
@@ -80,6 +95,9 @@ struct ControllerOptions {
 struct ControllerInfo {
   int batch = 0;
   int stock_slots = 0;
+  int obj_stock_slots = 0;
+  bool obj_stat_cache = true;
+  bool obj_stock = true;
   int nr_cpus = 0;
   CpuSource cpu_source = CpuSource::kAuto;  // never kAuto here
   bool recursive_protection = false;
@@ -93,7 +111,8 @@ class UMEMCG_EXPORT Controller {
   static StatusOr<std::unique_ptr<Controller>> Create(
       ControllerOptions options = {});
 
-  // REQUIRES: no thread uses the controller; every GroupRef released.
+  // REQUIRES: no thread uses the controller; every GroupRef and
+  // ObjCgroupRef released.
   // Drains every stock and frees every group.
   ~Controller();
 
@@ -120,7 +139,10 @@ class UMEMCG_EXPORT Controller {
   // ---- Stocks ----
 
   // Returns to their owners all pages cached in every CPU's stock for
-  // `subtree` and its descendants (kernel: drain_all_stock). Synchronous:
+  // `subtree` and its descendants (kernel: drain_all_stock), and drains
+  // every object stock slot whose objcg points into the subtree (bytes to
+  // the objcg's pool, whole pages uncharged, cached statistics applied).
+  // Synchronous:
   // when it returns, no stock holds pages charged before the call for a
   // group of the subtree. Waits briefly for a CPU's stock held by a thread
   // mid-operation (nanoseconds: no stock section blocks).
@@ -151,22 +173,33 @@ class UMEMCG_EXPORT Controller {
   int64_t live_groups() const {
     return live_groups_.load(std::memory_order_relaxed);
   }
+  // ObjCgroups currently allocated (one per group, plus those of removed
+  // groups still referenced by objects or stocks, until Reap).
+  int64_t live_objcgs() const {
+    return live_objcgs_.load(std::memory_order_relaxed);
+  }
 
  private:
   friend class Group;
   friend class GroupRef;
+  friend class ObjCgroup;
   friend class internal::ControllerImpl;
+  friend class internal::ObjStock;
 
   explicit Controller(ControllerOptions options, ControllerInfo info);
 
   void Report(const char* what, const Group* group, Pages pages);
-  void ReleaseGroup(Group* group);  // last reference dropped
+  void ReleaseGroup(Group* group);          // last reference dropped
+  void ReleaseObjCgroup(ObjCgroup* objcg);  // last reference dropped
+  void FreeObjCgroup(ObjCgroup* objcg);     // from Reap
+  void CreateObjCgroup(Group* group);
   Group* FindChildLocked(Group& parent, std::string_view name) const;
 
   ControllerOptions options_;
   ControllerInfo info_;
   Clock* clock_;
   std::unique_ptr<internal::ChargeStock> stock_;
+  std::unique_ptr<internal::ObjStock> obj_stock_;
   Group* root_ = nullptr;
 
   // Guards every group's children_ and reclaimers_ lists and online
@@ -176,10 +209,17 @@ class UMEMCG_EXPORT Controller {
   std::mutex oom_mu_;
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
 
+  // Every live objcg, for reparenting (kernel: objcg_list). Taken on group
+  // creation and removal and at objcg release only.
+  std::mutex objcg_mu_;
+  std::vector<ObjCgroup*> objcgs_;  // guarded by objcg_mu_
+
   std::atomic<Group*> to_free_{nullptr};  // lock-free stack of dead groups
+  std::atomic<ObjCgroup*> objcg_to_free_{nullptr};  // ditto, objcgs
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> underflows_{0};
   std::atomic<int64_t> live_groups_{0};
+  std::atomic<int64_t> live_objcgs_{0};
 };
 
 }  // namespace umemcg

@@ -58,9 +58,11 @@ namespace umemcg {
 
 class Controller;
 class Group;
+class ObjCgroup;
 namespace internal {
 class ChargeStock;
 class ControllerImpl;
+class ObjStock;
 class ReclaimWalk;
 }  // namespace internal
 
@@ -236,6 +238,12 @@ class UMEMCG_EXPORT alignas(64) Group {
   // sleep (or return the penalty with kNoThrottle). Returns the penalty.
   std::chrono::milliseconds HandleOverHigh(ChargeFlags flags = kChargeDefault);
 
+  // The group's objcg, for byte-granular object accounting (see
+  // obj_cgroup.h); null once the group was removed (its objcg then points
+  // to the parent and is reachable only through the objects' references).
+  // Take an ObjCgroupRef while the group is online and held.
+  ObjCgroup* objcg() const { return objcg_.load(std::memory_order_acquire); }
+
   // ---- Limits (cgroup-v2 write semantics; root: kInvalidArgument,
   //      offline: kFailedPrecondition) ----
 
@@ -328,8 +336,10 @@ class UMEMCG_EXPORT alignas(64) Group {
  private:
   friend class Controller;
   friend class GroupRef;
+  friend class ObjCgroup;
   friend class internal::ChargeStock;
   friend class internal::ControllerImpl;
+  friend class internal::ObjStock;
   friend class internal::ReclaimWalk;
   friend struct PeakRegistry;
 
@@ -378,6 +388,17 @@ class UMEMCG_EXPORT alignas(64) Group {
   // peaks_mu_ (kernel: peaks_lock). Only file operations touch them.
   std::mutex peaks_mu_;
   std::vector<int64_t*> peak_watchers_;
+  // The group's own objcg (holds a reference while online); set at
+  // creation, cleared by RemoveGroup (acquire load in objcg() pairs with
+  // the release store at creation).
+  std::atomic<ObjCgroup*> objcg_{nullptr};
+  // Pages charged through objcgs to this group or a descendant, net of
+  // those uncharged there (hierarchical, like usage; applied from the
+  // object stocks' kmem caches).
+  // Reap subtracts it from a dead group's leftover usage: after
+  // reparenting, the parent is uncharged for those pages. Relaxed: read
+  // only by Reap, after the last reference went.
+  std::atomic<int64_t> objcg_pages_{0};
 
   // Guarded by the controller's tree lock.
   std::vector<Group*> children_;  // online children, creation order

@@ -27,7 +27,10 @@ bool Exceeds(uint64_t usage, uint64_t n, uint64_t max) {
 
 }  // namespace
 
-Model::Model() { nodes_.push_back(Node{}); }
+Model::Model() {
+  nodes_.push_back(Node{});
+  nodes_[kRoot].objcg_target = kRoot;
+}
 
 const Model::Node& Model::NodeLocked(GroupId group) const {
   if (group < 0 || static_cast<size_t>(group) >= nodes_.size()) BadId(group);
@@ -60,6 +63,7 @@ StatusCode Model::CreateGroup(GroupId parent, std::string_view name,
   const auto new_id = static_cast<GroupId>(nodes_.size());
   nodes_.push_back(std::move(node));  // invalidates `p`
   nodes_[parent].children.push_back(new_id);
+  nodes_[new_id].objcg_target = new_id;
   *id = new_id;
   return StatusCode::kOk;
 }
@@ -71,6 +75,10 @@ StatusCode Model::RemoveGroup(GroupId group) {
   if (!g.online) return StatusCode::kFailedPrecondition;
   if (!g.children.empty()) return StatusCode::kBusy;
   g.online = false;
+  // Reparenting: every objcg pointing here now points at the parent.
+  for (Node& n : nodes_) {
+    if (n.objcg_target == group) n.objcg_target = g.parent;
+  }
   std::vector<GroupId>& siblings = nodes_[g.parent].children;
   for (size_t i = 0; i < siblings.size(); ++i) {
     if (siblings[i] == group) {
@@ -237,6 +245,73 @@ int Model::size() const {
 uint64_t Model::underflows() const {
   std::lock_guard<std::mutex> lock(mu_);
   return underflows_;
+}
+
+}  // namespace umemcg::model
+
+namespace umemcg::model {
+
+// ---- Byte accounting ----
+
+bool Model::InSubtreeLocked(GroupId group, GroupId ancestor) const {
+  for (GroupId g = group; g != kNoGroup; g = nodes_[g].parent) {
+    if (g == ancestor) return true;
+  }
+  return false;
+}
+
+StatusCode Model::ObjCharge(GroupId objcg, Bytes size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Node& o = NodeLocked(objcg);
+  if (size.raw() > kPageCounterMax.in_bytes()) {
+    return StatusCode::kInvalidArgument;
+  }
+  if (objcg == kRoot) return StatusCode::kOk;
+  o.objcg_live += size.raw();
+  return StatusCode::kOk;
+}
+
+bool Model::ObjUncharge(GroupId objcg, Bytes size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Node& o = NodeLocked(objcg);
+  if (objcg == kRoot) return true;
+  if (o.objcg_live < size.raw()) {
+    o.objcg_live = 0;
+    ++underflows_;
+    return false;
+  }
+  o.objcg_live -= size.raw();
+  return true;
+}
+
+GroupId Model::ObjTarget(GroupId objcg) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return NodeLocked(objcg).objcg_target;
+}
+
+Bytes Model::ObjLive(GroupId objcg) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Bytes(NodeLocked(objcg).objcg_live);
+}
+
+Pages Model::ObjPages(GroupId group) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t pages = 0;
+  for (const Node& n : nodes_) {
+    if (InSubtreeLocked(n.objcg_target, group)) {
+      pages += Bytes(n.objcg_live).ceil_pages().raw();
+    }
+  }
+  return Pages(pages);
+}
+
+Bytes Model::SlabBytes(GroupId group) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = 0;
+  for (const Node& n : nodes_) {
+    if (InSubtreeLocked(n.objcg_target, group)) bytes += n.objcg_live;
+  }
+  return Bytes(bytes);
 }
 
 }  // namespace umemcg::model

@@ -22,6 +22,15 @@
 // Charges to offline groups fail with kFailedPrecondition; uncharges of
 // memory charged before the removal still work.
 //
+// Byte accounting (include/umemcg/obj_cgroup.h, memcg-reference.md 7): each
+// group has one objcg, named by the group's id, holding the bytes of its
+// live objects. An objcg points at its group; removing a group re-points
+// every objcg pointing at it to the parent. Object charges never fail here
+// (the model has no object limits: use it with unlimited groups); the root's
+// objcg is never charged. At quiescence (every stock drained) a group's
+// objcg pages are sum(ceil(live / 4096)) over the objcgs pointing into its
+// subtree, its slab statistic the sum of their live bytes.
+//
 // Groups are named by GroupId: the root is kRoot, ids are never reused, and
 // a removed group stays in the model (offline) forever.
 //
@@ -95,6 +104,20 @@ class Model {
   // gone negative. A no-op for the root and for n == 0.
   bool Uncharge(GroupId group, Pages n);
 
+  // ---- Byte accounting ----
+
+  // Charges `size` bytes to objcg `objcg`. kInvalidArgument past
+  // kPageCounterMax pages; 0 bytes and the root's objcg: no-op.
+  StatusCode ObjCharge(GroupId objcg, Bytes size);
+  // Uncharges; clamps at zero and counts an underflow (returns false).
+  bool ObjUncharge(GroupId objcg, Bytes size);
+  // The group objcg `objcg` points at now.
+  GroupId ObjTarget(GroupId objcg) const;
+  Bytes ObjLive(GroupId objcg) const;
+  // Quiescent objcg pages / slab bytes of `group`'s subtree (see above).
+  Pages ObjPages(GroupId group) const;
+  Bytes SlabBytes(GroupId group) const;
+
   // ---- Limits ----
 
   // Sets max (clamped to kPageCounterMax), whatever the usage.
@@ -132,8 +155,11 @@ class Model {
     bool online = true;
     uint64_t usage = 0;
     uint64_t max = kPageCounterMax.raw();
-    std::vector<GroupId> children;  // online only
+    std::vector<GroupId> children;    // online only
+    GroupId objcg_target = kNoGroup;  // this group's objcg points here
+    uint64_t objcg_live = 0;          // live bytes charged through it
   };
+  bool InSubtreeLocked(GroupId group, GroupId ancestor) const;
 
   const Node& NodeLocked(GroupId group) const;
   Node& NodeLocked(GroupId group);

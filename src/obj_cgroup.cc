@@ -1,0 +1,138 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// ObjCgroup: the charge and uncharge paths (memcg-reference.md 7.5, E5).
+// Release and reparenting live in controller.cc with the rest of lifetime.
+
+#include "umemcg/obj_cgroup.h"
+
+#include "controller_impl.h"
+#include "obj_stock.h"
+#include "umemcg/controller.h"
+
+namespace umemcg {
+
+using internal::ObjStock;
+
+ObjCgroup::ObjCgroup(Controller* controller, Group* origin)
+    : group_(origin),
+      origin_(origin),
+      controller_(controller),
+      stock_(controller->obj_stock_.get()),
+      is_root_(origin->is_root()) {
+  origin_->Get();
+}
+
+void ObjCgroup::Put() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    controller_->ReleaseObjCgroup(this);
+  }
+}
+
+ChargeResult ObjCgroup::ChargePages(uint64_t pages, ChargeFlags flags,
+                                    Group** charged) {
+  for (;;) {
+    // Nearest live ancestor: a reparent may be in flight (RemoveGroup
+    // re-points before it takes the group offline, so this walk is short).
+    Group* g = group();
+    while (!g->online() && g->parent() != nullptr) g = g->parent();
+    *charged = g;
+    if (g->is_root()) {
+      // Reparented up to the root: charge its counter (no limits), so the
+      // later uncharge through the objcg balances it.
+      internal::ControllerImpl::Memory(g).Charge(Pages(pages));
+      return {};
+    }
+    ChargeResult r = g->TryCharge(Pages(pages), flags);
+    // Offline since the check above: look again (the objcg points higher).
+    if (r.code != StatusCode::kFailedPrecondition) return r;
+  }
+}
+
+ChargeResult ObjCgroup::Charge(Bytes size, ChargeFlags flags, StatItem item) {
+  const uint64_t n = size.raw();
+  if (n == 0 || is_root_) return {};
+  if (n > kPageCounterMax.in_bytes()) {
+    ChargeResult r;
+    r.code = StatusCode::kInvalidArgument;
+    return r;
+  }
+  if (!stock_->enabled()) return ChargeViaPool(n, flags, item);
+  if (stock_->Consume(this, n, item)) return {};
+  return ChargeMiss(n, flags, item);
+}
+
+ChargeResult ObjCgroup::ChargeMiss(uint64_t n, ChargeFlags flags,
+                                   StatItem item) {
+  // Kernel: obj_cgroup_charge(). The central pool is not used here (two
+  // contended atomics for a few bytes), nor are stock bytes used to shave
+  // a page.
+  const uint64_t pages = (n + kPageSize - 1) >> kPageShift;
+  Group* charged = nullptr;
+  ChargeResult r = ChargePages(pages, flags, &charged);
+  if (!r.ok()) return r;
+  // The remainder stays in the stock (allow_uncharge = false: no page
+  // uncharge right after a page charge) and the statistic moves by +n.
+  stock_->Refill(this, (pages << kPageShift) - n, /*allow_uncharge=*/false,
+                 item, static_cast<int64_t>(n), charged, pages);
+  return r;
+}
+
+void ObjCgroup::Uncharge(Bytes size, StatItem item) {
+  const uint64_t n = size.raw();
+  if (n == 0 || is_root_) return;
+  if (n > kPageCounterMax.in_bytes()) {
+    controller_->Report("underflow", group(), size.ceil_pages());
+    return;
+  }
+  if (!stock_->enabled()) return UnchargeViaPool(n, item);
+  stock_->Uncharge(this, n, item);
+}
+
+// ---- Shared-pool variant ----
+//
+// Every object goes through nr_charged_bytes (one cache line shared by all
+// CPUs) and statistics are applied at once: the design before per-CPU
+// object stocks, kept so a benchmark can measure what the stock buys.
+
+ChargeResult ObjCgroup::ChargeViaPool(uint64_t n, ChargeFlags flags,
+                                      StatItem item) {
+  // Relaxed: the pool publishes no other data; the CAS makes each byte
+  // taken by one thread only.
+  uint64_t cur = nr_charged_bytes_.load(std::memory_order_relaxed);
+  while (cur >= n) {
+    if (nr_charged_bytes_.compare_exchange_weak(cur, cur - n,
+                                                std::memory_order_relaxed)) {
+      ObjStock::ApplyStat(group(), item, static_cast<int64_t>(n));
+      return {};
+    }
+  }
+  const uint64_t pages = (n + kPageSize - 1) >> kPageShift;
+  Group* charged = nullptr;
+  ChargeResult r = ChargePages(pages, flags, &charged);
+  if (!r.ok()) return r;
+  ObjStock::ApplyKmem(charged, static_cast<int64_t>(pages));
+  if (const uint64_t rem = (pages << kPageShift) - n; rem != 0) {
+    // Relaxed: the pool publishes no other data.
+    nr_charged_bytes_.fetch_add(rem, std::memory_order_relaxed);
+  }
+  ObjStock::ApplyStat(charged, item, static_cast<int64_t>(n));
+  return r;
+}
+
+void ObjCgroup::UnchargeViaPool(uint64_t n, StatItem item) {
+  // Relaxed: as above.
+  uint64_t cur = nr_charged_bytes_.fetch_add(n, std::memory_order_relaxed) + n;
+  while (cur > kPageSize) {
+    const uint64_t pages = cur >> kPageShift;
+    if (nr_charged_bytes_.compare_exchange_weak(
+            cur, cur - (pages << kPageShift), std::memory_order_relaxed)) {
+      Group* g = group();
+      ObjStock::ApplyKmem(g, -static_cast<int64_t>(pages));
+      ObjStock::UnchargePages(g, pages, /*via_stock=*/true);
+      break;
+    }
+  }
+  ObjStock::ApplyStat(group(), item, -static_cast<int64_t>(n));
+}
+
+}  // namespace umemcg

@@ -1,0 +1,276 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The per-CPU object stock (memcg-reference.md 7.5 and 7.6, E5). The hit
+// path (Consume, Refill into the installed slot) is one CPU-id read, one
+// try-lock, a scan of at most `slots` pointers and the cached statistic
+// update: no shared cache line is written and nothing is allocated.
+
+#include "obj_stock.h"
+
+#include <cstdlib>
+
+#include "controller_impl.h"
+#include "umemcg/group.h"
+#include "umemcg/obj_cgroup.h"
+
+namespace umemcg::internal {
+
+ObjStock::ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
+                   bool enabled)
+    : cpu_(std::move(cpu)),
+      slots_(slots),
+      batch_(batch),
+      cache_stats_(cache_stats),
+      enabled_(enabled),
+      shards_(cpu_.nr_shards()) {}
+
+ObjStock::~ObjStock() { DrainAll(nullptr); }
+
+// ---- Direct application ----
+
+void ObjStock::ApplyKmem(Group* g, int64_t pages) {
+  if (pages == 0) return;
+  // Hierarchical, like the counters the pages went through, so that
+  // usage - objcg_pages_ is what the subtree charged otherwise. Relaxed: a
+  // count read only by Reap, after the group's last reference went (the
+  // acq_rel decrement orders it).
+  for (Group* m = g; m != nullptr; m = m->parent()) {
+    m->objcg_pages_.fetch_add(pages, std::memory_order_relaxed);
+  }
+  ApplyStat(g, StatItem::kKmem, pages);
+}
+
+void ObjStock::ApplyStat(Group* g, StatItem item, int64_t delta) {
+  if (delta == 0) return;
+  // ModState refuses removed groups; their parent's subtree values are the
+  // same either way, so hierarchical statistics stay exact.
+  for (Group* m = g; m != nullptr; m = m->parent()) {
+    if (m->ModState(item, delta)) return;
+  }
+}
+
+void ObjStock::UnchargePages(Group* g, uint64_t pages, bool via_stock) {
+  if (pages == 0) return;
+  // The root's counter was charged directly (ChargePages) or by a child's
+  // hierarchical charge; Group::Uncharge skips the root.
+  if (g->is_root() || !via_stock) {
+    ControllerImpl::UnchargeCounters(g, pages);
+  } else {
+    g->Uncharge(Pages(pages));
+  }
+}
+
+void ObjStock::ReturnPoolPages(ObjCgroup* objcg) {
+  uint64_t cur = objcg->nr_charged_bytes_.load(std::memory_order_relaxed);
+  while (cur >= kPageSize) {
+    // Relaxed: the pool publishes no other data; the CAS makes each page
+    // returned by exactly one thread.
+    if (objcg->nr_charged_bytes_.compare_exchange_weak(
+            cur, cur & (kPageSize - 1), std::memory_order_relaxed)) {
+      Group* g = objcg->group();
+      ApplyKmem(g, -static_cast<int64_t>(cur >> kPageShift));
+      UnchargePages(g, cur >> kPageShift, /*via_stock=*/false);
+      return;
+    }
+  }
+}
+
+// ---- Cached statistics (section 7.6) ----
+
+void ObjStock::FlushStatsLocked(ObjStockShard& s) {
+  if (s.stat_owner < 0) return;
+  Group* g = s.cached[s.stat_owner]->group();
+  ApplyStat(g, StatItem::kSlabReclaimable, s.slab_bytes[0]);
+  ApplyStat(g, StatItem::kSlabUnreclaimable, s.slab_bytes[1]);
+  s.slab_bytes[0] = s.slab_bytes[1] = 0;
+  s.stat_owner = -1;
+}
+
+void ObjStock::AccountLocked(ObjStockShard& s, int slot, StatItem item,
+                             int64_t delta) {
+  if (!cache_stats_ || (item != StatItem::kSlabReclaimable &&
+                        item != StatItem::kSlabUnreclaimable)) {
+    return ApplyStat(s.cached[slot]->group(), item, delta);
+  }
+  if (s.stat_owner != slot) {
+    FlushStatsLocked(s);
+    s.stat_owner = static_cast<int8_t>(slot);
+  }
+  int32_t& cached = s.slab_bytes[item == StatItem::kSlabReclaimable ? 0 : 1];
+  const int64_t d = delta + cached;
+  // Kernel rule: keep it while it fits the int16 cache and is within a
+  // page, or when the cache was empty (a matching free may cancel it).
+  if (std::llabs(d) <= kObjStatCacheMax &&
+      (cached == 0 || std::llabs(d) <= static_cast<int64_t>(kPageSize))) {
+    cached = static_cast<int32_t>(d);
+  } else {
+    cached = 0;
+    ApplyStat(s.cached[slot]->group(), item, d);
+  }
+}
+
+void ObjStock::FlushKmemLocked(ObjStockShard& s) {
+  if (s.kmem_group == nullptr) return;
+  ApplyKmem(s.kmem_group, s.kmem_pages);
+  s.kmem_pages = 0;
+  // May be the last reference: Put only queues the group for freeing.
+  s.kmem_group->Put();
+  s.kmem_group = nullptr;
+}
+
+void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
+  if (pages == 0) return;
+  if (!cache_stats_) return ApplyKmem(g, pages);
+  if (s.kmem_group != g) {
+    FlushKmemLocked(s);
+    g->Get();
+    s.kmem_group = g;
+  }
+  s.kmem_pages += pages;
+  if (std::llabs(s.kmem_pages) > batch_) {
+    ApplyKmem(g, s.kmem_pages);
+    s.kmem_pages = 0;
+  }
+}
+
+// ---- Stock ----
+
+void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
+  ObjCgroup* objcg = s.cached[i];
+  if (objcg == nullptr) return;
+  if (s.stat_owner == i) FlushStatsLocked(s);
+  const uint64_t bytes = s.nr_bytes[i];
+  if (const uint64_t pages = bytes >> kPageShift; pages != 0) {
+    Group* g = objcg->group();
+    CacheKmemLocked(s, g, -static_cast<int64_t>(pages));
+    // Direct page_counter uncharge, as the newest kernel (not through the
+    // page stock, whose lock is not ours to take here).
+    UnchargePages(g, pages, /*via_stock=*/false);
+  }
+  if (const uint64_t rem = bytes & (kPageSize - 1); rem != 0) {
+    // Relaxed: the pool publishes no other data.
+    objcg->nr_charged_bytes_.fetch_add(rem, std::memory_order_relaxed);
+  }
+  ReturnPoolPages(objcg);
+  s.nr_bytes[i] = 0;
+  s.cached[i] = nullptr;
+  // May be the last reference: Put only queues the objcg for freeing.
+  objcg->Put();
+}
+
+void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
+                      StatItem item, int64_t stat_delta, Group* charged,
+                      uint64_t kmem_pages) {
+  ObjStockShard& s = shards_[cpu_.CurrentShard()];
+  if (!s.lock.try_lock()) {
+    // No stock available (section 7.5): whole pages back at once, the
+    // sub-page rest to the central pool, statistics applied directly.
+    if (kmem_pages != 0) ApplyKmem(charged, static_cast<int64_t>(kmem_pages));
+    if (const uint64_t pages = bytes >> kPageShift; pages != 0) {
+      Group* g = objcg->group();
+      ApplyKmem(g, -static_cast<int64_t>(pages));
+      UnchargePages(g, pages, /*via_stock=*/true);
+    }
+    // Relaxed: the pool publishes no other data.
+    objcg->nr_charged_bytes_.fetch_add(bytes & (kPageSize - 1),
+                                       std::memory_order_relaxed);
+    ApplyStat(objcg->group(), item, stat_delta);
+    return;
+  }
+  if (kmem_pages != 0) {
+    CacheKmemLocked(s, charged, static_cast<int64_t>(kmem_pages));
+  }
+  int slot = -1;
+  int empty = -1;
+  for (int i = 0; i < slots_; ++i) {
+    if (s.cached[i] == objcg) {
+      slot = i;
+      break;
+    }
+    if (s.cached[i] == nullptr && empty < 0) empty = i;
+  }
+  uint64_t cur;
+  if (slot >= 0) {
+    cur = s.nr_bytes[slot];
+  } else {
+    slot = empty;
+    if (slot < 0) {
+      slot = s.drain_idx;
+      s.drain_idx = static_cast<uint8_t>((slot + 1) % slots_);
+      DrainSlotLocked(s, slot);
+    }
+    objcg->Get();
+    s.cached[slot] = objcg;
+    // Adopt the central leftover; test first so that an empty pool costs
+    // a shared read, not a cache-line steal (the kernel's conditional xchg).
+    // Relaxed: the pool publishes no other data.
+    cur = objcg->nr_charged_bytes_.load(std::memory_order_relaxed) != 0
+              ? objcg->nr_charged_bytes_.exchange(0, std::memory_order_relaxed)
+              : 0;
+    allow_uncharge = true;  // always allowed on a slot change
+  }
+  cur += bytes;
+  uint64_t pages = 0;
+  if ((allow_uncharge && cur > kPageSize) || cur > kObjSlotMaxBytes) {
+    pages = cur >> kPageShift;
+    cur &= kPageSize - 1;
+  }
+  s.nr_bytes[slot] = static_cast<uint16_t>(cur);
+  Account(s, slot, item, stat_delta);
+  Group* g = nullptr;
+  if (pages != 0) {
+    g = objcg->group();
+    CacheKmemLocked(s, g, -static_cast<int64_t>(pages));
+  }
+  s.lock.unlock();
+  // Outside the lock, through the page stock (its own lock). `g` stays
+  // valid: the caller's objcg reference pins it (see obj_cgroup.h).
+  if (pages != 0) UnchargePages(g, pages, /*via_stock=*/true);
+}
+
+void ObjStock::DrainAll(const Group* subtree) {
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    ObjStockShard& s = shards_[cpu];
+    s.lock.lock();
+    for (int i = 0; i < slots_; ++i) {
+      if (s.cached[i] != nullptr &&
+          (subtree == nullptr ||
+           s.cached[i]->group()->IsDescendantOf(*subtree))) {
+        DrainSlotLocked(s, i);
+      }
+    }
+    if (s.kmem_group != nullptr &&
+        (subtree == nullptr || s.kmem_group->IsDescendantOf(*subtree))) {
+      FlushKmemLocked(s);
+    }
+    s.lock.unlock();
+  }
+}
+
+std::string ObjStock::CheckInvariants() const {
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    ObjStockShard& s = shards_[cpu];
+    s.lock.lock();
+    std::string bad;
+    for (int i = 0; i < kMaxObjStockSlots && bad.empty(); ++i) {
+      const std::string where =
+          "cpu " + std::to_string(cpu) + " slot " + std::to_string(i);
+      if (i >= slots_ && s.cached[i] != nullptr) {
+        bad = where + ": used beyond obj_stock_slots";
+      } else if (s.cached[i] == nullptr && s.nr_bytes[i] != 0) {
+        bad = where + ": bytes without an objcg";
+      } else if (s.cached[i] != nullptr &&
+                 s.cached[i]->refs_.load(std::memory_order_relaxed) <= 0) {
+        bad = where + ": caches an objcg with no reference";
+      }
+    }
+    if (bad.empty() && s.stat_owner >= 0 && s.cached[s.stat_owner] == nullptr) {
+      bad = "cpu " + std::to_string(cpu) + ": statistics of an empty slot";
+    }
+    s.lock.unlock();
+    if (!bad.empty()) return bad;
+  }
+  return "";
+}
+
+}  // namespace umemcg::internal
