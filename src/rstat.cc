@@ -184,7 +184,11 @@ void Rstat::FlushSubtree(GroupStats* g) {
   for (int k = 0; k < shards_.size(); ++k) {
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     StatShard& sh = shards_[k];
-    sh.lock.lock();  // waits for a writer's few instructions at most
+    // Writers seeing the flag stop taking the lock, so this waits for one
+    // writer's few instructions at most.
+    sh.flusher_waiting.store(true, std::memory_order_relaxed);
+    sh.lock.lock();
+    sh.flusher_waiting.store(false, std::memory_order_relaxed);
     StatCpu* c = g->cpu(k);
     if (c->updated_next != nullptr) {
       // Unlink g from its parent's list (the rest stays linked).

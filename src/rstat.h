@@ -142,6 +142,7 @@ class GroupStats {
 // One CPU's stats lock and (kGlobalWholeTree) its global residue.
 struct StatShard {
   TryLock lock;
+  std::atomic<bool> flusher_waiting{false};
   std::atomic<uint64_t> global_residue{0};  // like StatCpu::residue
   uint64_t global_chunked = 0;
 };
@@ -173,7 +174,13 @@ class Rstat {
     const uint64_t m = Magnitude(i, delta);
     const int k = cpu_->CurrentShard();
     StatShard& sh = shards_[k];
-    if (!sh.lock.try_lock()) return UpdateDirect(g, i, delta, m);
+    // A waiting flusher (same line as the lock) makes writers take the
+    // direct path, so it is not starved by writers re-taking the lock.
+    // Relaxed: a hint; the lock decides.
+    if (sh.flusher_waiting.load(std::memory_order_relaxed) ||
+        !sh.lock.try_lock()) {
+      return UpdateDirect(g, i, delta, m);
+    }
     StatCpu* c = g->cpu(k);
     c->state()[i] += delta;
     if (c->updated_next == nullptr) MarkUpdated(c, k);
