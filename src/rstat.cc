@@ -5,7 +5,8 @@
 // data):
 //  1. Every update made under a shard lock is counted (residue, then
 //     updates_) at its group and each ancestor up to the first one over
-//     its threshold; the ancestors above that one are flagged uncounted_.
+//     its threshold; that one and the ancestors above it are flagged
+//     uncounted_ (cleared when a flush of their subtree starts).
 //  2. A count is only lowered by the flush of the (group, CPU) that owns
 //     it, under the shard lock, after the aggregate holds the flushed
 //     deltas (release; readers acquire the counts before the values).
@@ -91,7 +92,10 @@ void Rstat::CountGlobal(StatShard& sh, uint64_t m) {
 }
 
 void Rstat::MarkUncounted(GroupStats* a) {
-  for (GroupStats* x = a->parent_; x != nullptr; x = x->parent_) {
+  // `a` itself too: a flush of `a` in progress may already have passed this
+  // CPU and may lower a's count below the threshold before it finishes, so
+  // the count alone would forget this update.
+  for (GroupStats* x = a; x != nullptr; x = x->parent_) {
     // Test first: once set, the stopped updates only read the line.
     // Relaxed: the flag is read with the counts; a set racing with the
     // flusher's clear at most makes one more read flush.

@@ -129,8 +129,9 @@ class GroupStats {
   // hot path reads updates_ (threshold check) and must not share a line
   // with flush writes to aggregate_/local_.
   alignas(kCacheLineSize) std::atomic<uint64_t> updates_{0};
-  // Set (once per flush cycle) when an update of a descendant stopped
-  // counting at an ancestor below this group that was over its threshold.
+  // Set (once per flush cycle) when an update of this subtree stopped
+  // counting at this group or one below it that was over its threshold.
+  // Cleared when a flush of this group's subtree starts.
   std::atomic<bool> uncounted_{false};
   std::atomic<int64_t> last_flush_ns_{0};
 
@@ -266,7 +267,7 @@ class Rstat {
     }
   }
   void CountGlobal(StatShard& sh, uint64_t m);
-  // Flags every ancestor of `a` (which stopped the count) as uncounted.
+  // Flags `a` (which stopped the count) and its ancestors as uncounted.
   void MarkUncounted(GroupStats* a);
   // Links (c, k) and its ancestors into CPU k's updated tree. REQUIRES:
   // shard k locked. Kernel: css_rstat_updated().

@@ -91,7 +91,7 @@ struct StatErrorBound {
   uint64_t pending = 0;
   // The flush threshold (batch x nr_cpus) a reader compares pending with.
   uint64_t threshold = 0;
-  // True when the group is over its threshold or an update below it was
+  // True when the group is over its threshold or an update of its subtree was
   // not counted here (counting stops at the first ancestor already over
   // its threshold, as in the kernel): no bound is known; a flushing read
   // (Group::Stat / StatExact) is needed.
