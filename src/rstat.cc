@@ -6,7 +6,8 @@
 //  1. Every update made under a shard lock is counted (residue, then
 //     updates_) at its group and each ancestor up to the first one over
 //     its threshold; that one and the ancestors above it are flagged
-//     uncounted_ (cleared when a flush of their subtree starts).
+//     uncounted_ (cleared by a flush of their subtree during which no
+//     update stopped).
 //  2. A count is only lowered by the flush of the (group, CPU) that owns
 //     it, under the shard lock, after the aggregate holds the flushed
 //     deltas (release; readers acquire the counts before the values).
@@ -80,7 +81,9 @@ Rstat::Rstat(const CpuIdSource* cpu, Options options)
 Rstat::~Rstat() { StopFlusher(); }
 
 void Rstat::CountGlobal(StatShard& sh, uint64_t m) {
-  // As CountUpdate, for the one global count (pre-v6.8).
+  // As CountUpdate, for the one global count (pre-v6.8). Relaxed: the
+  // threshold test is a heuristic; the residue store below is release and
+  // the flusher lowers the count with release, as for the per-group count.
   if (global_updates_.load(std::memory_order_relaxed) > threshold_) return;
   uint64_t r = sh.global_residue.load(std::memory_order_relaxed) + m;
   if (r >= static_cast<uint64_t>(batch_)) {
@@ -97,10 +100,10 @@ void Rstat::MarkUncounted(GroupStats* a) {
   // the count alone would forget this update.
   for (GroupStats* x = a; x != nullptr; x = x->parent_) {
     // Test first: once set, the stopped updates only read the line.
-    // Relaxed: the flag is read with the counts; a set racing with the
-    // flusher's clear at most makes one more read flush.
-    if (!x->uncounted_.load(std::memory_order_relaxed)) {
-      x->uncounted_.store(true, std::memory_order_relaxed);
+    // Relaxed: a reader that counts this update as completed synchronised
+    // with its completion, and the flusher's CAS sees the latest value.
+    if (x->uncounted_.load(std::memory_order_relaxed) != kUncounted) {
+      x->uncounted_.store(kUncounted, std::memory_order_relaxed);
     }
   }
 }
@@ -182,14 +185,18 @@ void Rstat::FlushOne(StatCpu* c, int k) {
 }
 
 void Rstat::FlushSubtree(GroupStats* g) {
-  // Updates stopped below g after this point set the flag again.
-  g->uncounted_.store(false, std::memory_order_relaxed);
+  // Updates stopped in g's subtree from here on set kUncounted again and
+  // make the final CAS fail (see GroupStats::uncounted_).
+  uint8_t expected = kUncounted;
+  g->uncounted_.compare_exchange_strong(expected, kClearing,
+                                        std::memory_order_relaxed);
   const bool whole_tree = g->parent_ == nullptr;
   for (int k = 0; k < shards_.size(); ++k) {
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     StatShard& sh = shards_[k];
     // Writers seeing the flag stop taking the lock, so this waits for one
     // writer's few instructions at most.
+    // Relaxed: a hint read by writers; the lock provides the ordering.
     sh.flusher_waiting.store(true, std::memory_order_relaxed);
     sh.lock.lock();
     sh.flusher_waiting.store(false, std::memory_order_relaxed);
@@ -215,15 +222,21 @@ void Rstat::FlushSubtree(GroupStats* g) {
     }
     sh.lock.unlock();
   }
+  // Release: a reader seeing kCounted sees the flushed aggregates.
+  expected = kClearing;
+  g->uncounted_.compare_exchange_strong(
+      expected, kCounted, std::memory_order_release, std::memory_order_relaxed);
   // Relaxed: a timestamp for the bound report and the rate limit.
   g->last_flush_ns_.store(clock_->Now().count(), std::memory_order_relaxed);
 }
 
 bool Rstat::NeedsFlush(const GroupStats* g) const {
+  // Relaxed: a trigger; a stale read costs one flush more or one later.
   if (mode_ == StatsFlushMode::kGlobalWholeTree) {
     return global_updates_.load(std::memory_order_relaxed) > threshold_;
   }
-  return OverThreshold(g) || g->uncounted_.load(std::memory_order_relaxed);
+  return OverThreshold(g) ||
+         g->uncounted_.load(std::memory_order_relaxed) != kCounted;
 }
 
 void Rstat::FlushIfNeeded(GroupStats* g) {
@@ -233,6 +246,8 @@ void Rstat::FlushIfNeeded(GroupStats* g) {
 
 void Rstat::FlushRatelimited(GroupStats* g) {
   if (root_ == nullptr || period_.count() <= 0) return FlushIfNeeded(g);
+  // Relaxed: a timestamp compared with the clock; a stale one delays or
+  // advances this best-effort flush by one race.
   const int64_t last = root_->last_flush_ns_.load(std::memory_order_relaxed);
   if (clock_->Now().count() > last + 2 * period_.count()) FlushIfNeeded(g);
 }
@@ -258,8 +273,8 @@ StatErrorBound Rstat::Bound(const GroupStats* g) const {
     }
     const uint64_t updates = g->updates();
     pending += updates;
-    b.exceeded =
-        updates > threshold_ || g->uncounted_.load(std::memory_order_acquire);
+    b.exceeded = updates > threshold_ ||
+                 g->uncounted_.load(std::memory_order_acquire) != kCounted;
   }
   b.pending = pending;
   int64_t last = 0;
@@ -298,7 +313,7 @@ void Rstat::FlusherMain() {
     }
     lock.unlock();
     FlushSubtree(root_);
-    periodic_flushes_.fetch_add(1, std::memory_order_relaxed);
+    periodic_flushes_.fetch_add(1, std::memory_order_relaxed);  // test counter
     lock.lock();
   }
 }

@@ -70,6 +70,11 @@ namespace internal {
 class GroupStats;
 class Rstat;
 
+// GroupStats::uncounted_ states.
+inline constexpr uint8_t kCounted = 0;
+inline constexpr uint8_t kUncounted = 1;
+inline constexpr uint8_t kClearing = 2;
+
 // One (group, CPU) record; the item arrays follow it in memory. Fields
 // marked "shard" are guarded by that CPU's StatShard lock.
 struct alignas(kCacheLineSize) StatCpu {
@@ -129,10 +134,14 @@ class GroupStats {
   // hot path reads updates_ (threshold check) and must not share a line
   // with flush writes to aggregate_/local_.
   alignas(kCacheLineSize) std::atomic<uint64_t> updates_{0};
-  // Set (once per flush cycle) when an update of this subtree stopped
-  // counting at this group or one below it that was over its threshold.
-  // Cleared when a flush of this group's subtree starts.
-  std::atomic<bool> uncounted_{false};
+  // kUncounted (written once per flush cycle) when an update of this
+  // subtree stopped counting at this group or one below it that was over
+  // its threshold. A flush of this subtree moves kUncounted to kClearing
+  // when it starts and kClearing to kCounted when it ends; an update
+  // stopping meanwhile stores kUncounted again, so the flag only reads
+  // kCounted when every stopped update was flushed. Readers treat anything
+  // but kCounted as "no bound".
+  std::atomic<uint8_t> uncounted_{kCounted};
   std::atomic<int64_t> last_flush_ns_{0};
 
   alignas(kCacheLineSize) std::atomic<int64_t>* const aggregate_;
@@ -213,7 +222,7 @@ class Rstat {
   void StartFlusher(GroupStats* root);
   void StopFlusher();
 
-  // Counters for tests and benchmarks.
+  // Counters for tests and benchmarks (relaxed: they publish nothing).
   uint64_t flush_callbacks() const {
     return flush_callbacks_.load(std::memory_order_relaxed);
   }

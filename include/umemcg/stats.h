@@ -79,7 +79,10 @@ enum class StatsFlushMode : uint8_t {
 };
 
 // How far an unflushed read of a group (Group::StatFast,
-// Group::StatLocalFast) can be from the true value, when it was taken.
+// Group::StatLocalFast) taken after this bound can be from the true value
+// of the updates that completed before the bound was taken (updates racing
+// with the read may or may not be in it). Read the bound first, then the
+// values: a flush in between only makes the values more exact.
 struct StatErrorBound {
   // Updates of the group's subtree not yet flushed, in page-normalised
   // units: pages for page items, events for event items, and bytes or KiB
