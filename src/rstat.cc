@@ -94,7 +94,15 @@ void Rstat::CountGlobal(StatShard& sh, uint64_t m) {
   sh.global_residue.store(r, std::memory_order_release);
 }
 
-void Rstat::MarkUncounted(GroupStats* a) {
+void Rstat::MarkUncounted(GroupStats* a, int k) {
+  // Skip when this (group, CPU) flagged everything from `a` up at the
+  // current epoch: no flush has started since, so no flag was cleared.
+  // Relaxed: a flush whose pass over shard k already ran happened before
+  // this thread took the shard lock, so its increment is visible; one that
+  // has not reached shard k yet will flush this update anyway.
+  StatCpu* c = a->cpu(k);
+  const uint64_t epoch = flush_epoch_.load(std::memory_order_relaxed);
+  if (c->flagged_epoch == epoch) return;
   // `a` itself too: a flush of `a` in progress may already have passed this
   // CPU and may lower a's count below the threshold before it finishes, so
   // the count alone would forget this update.
@@ -106,6 +114,7 @@ void Rstat::MarkUncounted(GroupStats* a) {
       x->uncounted_.store(kUncounted, std::memory_order_relaxed);
     }
   }
+  c->flagged_epoch = epoch;
 }
 
 void Rstat::MarkUpdated(StatCpu* c, int k) {
@@ -185,6 +194,9 @@ void Rstat::FlushOne(StatCpu* c, int k) {
 }
 
 void Rstat::FlushSubtree(GroupStats* g) {
+  // A new epoch first: stopped updates on a shard this flush has passed
+  // re-flag (MarkUncounted). Relaxed: published by the shard locks.
+  flush_epoch_.fetch_add(1, std::memory_order_relaxed);
   // Updates stopped in g's subtree from here on set kUncounted again and
   // make the final CAS fail (see GroupStats::uncounted_).
   uint8_t expected = kUncounted;

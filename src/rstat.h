@@ -91,6 +91,9 @@ struct alignas(kCacheLineSize) StatCpu {
   // already holds the flushed deltas).
   std::atomic<uint64_t> residue{0};
   uint64_t chunked = 0;  // shard: moved into owner->updates_ since flush
+  // shard: Rstat::flush_epoch_ when an update stopped here last flagged
+  // this group and its ancestors (MarkUncounted).
+  uint64_t flagged_epoch = 0;
 
   int64_t* state() { return reinterpret_cast<int64_t*>(this + 1); }
   // prev follows state; guarded by the flush lock.
@@ -258,7 +261,7 @@ class Rstat {
   void CountUpdate(GroupStats* g, int k, uint64_t m) {
     for (GroupStats* a = g; a != nullptr; a = a->parent_) {
       if (OverThreshold(a)) {
-        MarkUncounted(a);
+        MarkUncounted(a, k);
         return;
       }
       StatCpu* c = a->cpu(k);
@@ -276,8 +279,9 @@ class Rstat {
     }
   }
   void CountGlobal(StatShard& sh, uint64_t m);
-  // Flags `a` (which stopped the count) and its ancestors as uncounted.
-  void MarkUncounted(GroupStats* a);
+  // Flags `a` (which stopped the count) and its ancestors as uncounted,
+  // unless this CPU did so since the last flush started. REQUIRES: shard k.
+  void MarkUncounted(GroupStats* a, int k);
   // Links (c, k) and its ancestors into CPU k's updated tree. REQUIRES:
   // shard k locked. Kernel: css_rstat_updated().
   void MarkUpdated(StatCpu* c, int k);
@@ -303,6 +307,12 @@ class Rstat {
   // Serialises flushers (kernel: the rstat lock). Taken per CPU pass.
   std::mutex flush_mu_;
   std::vector<StatCpu*> flush_list_;  // guarded by flush_mu_
+
+  // Incremented when any flush starts (before it touches a flag or a
+  // shard): lets a stopped update skip re-flagging ancestors that no flush
+  // can have cleared since (MarkUncounted). Written once per flush, read
+  // by stopped updates.
+  alignas(kCacheLineSize) std::atomic<uint64_t> flush_epoch_{1};
 
   // kGlobalWholeTree: the global pending count (stats_flush_threshold).
   alignas(kCacheLineSize) std::atomic<uint64_t> global_updates_{0};
