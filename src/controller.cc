@@ -28,6 +28,7 @@
 #include "controller_impl.h"
 #include "obj_stock.h"
 #include "umemcg/obj_cgroup.h"
+#include "rstat.h"
 
 namespace umemcg {
 
@@ -61,6 +62,17 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
     return Invalid("nr_cpus must be 0 (auto) or 1..4096, got " +
                    std::to_string(options.nr_cpus));
   }
+  if (options.stats_flush_period.count() < 0 ||
+      options.stats_flush_period > std::chrono::hours(1)) {
+    return Invalid("stats_flush_period must be in 0..1h");
+  }
+  std::vector<std::string> stat_names;
+  std::vector<StatUnit> stat_units;
+  if (Status s = internal::BuildStatTable(options.custom_stat_items,
+                                          &stat_names, &stat_units);
+      !s.ok()) {
+    return s;
+  }
   auto cpu = internal::CpuIdSource::Create(options.cpu_source, options.nr_cpus);
   if (!cpu.ok()) return cpu.status();
 
@@ -74,6 +86,9 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   info.cpu_source = cpu->source();
   info.recursive_protection = options.recursive_protection;
   info.local_events = options.local_events;
+  info.stats_flush_mode = options.stats_flush_mode;
+  info.stats_flush_period = options.stats_flush_period;
+  info.nr_stat_items = stat_names.size();
 
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
   ctrl->obj_stock_ = std::make_unique<internal::ObjStock>(
@@ -81,9 +96,21 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
       info.obj_stock);
   ctrl->stock_ = std::make_unique<internal::ChargeStock>(
       std::move(cpu).value(), info.batch, info.stock_slots);
+  internal::Rstat::Options ro;
+  ro.batch = info.batch;
+  ro.nr_items = stat_names.size();
+  ro.units = stat_units;
+  ro.mode = info.stats_flush_mode;
+  ro.period = info.stats_flush_period;
+  ro.clock = ctrl->clock_;
+  ctrl->rstat_ =
+      std::make_unique<internal::Rstat>(&ctrl->stock_->cpu(), std::move(ro));
+  ctrl->stat_names_ = std::move(stat_names);
+  ctrl->stat_units_ = std::move(stat_units);
   ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);
   ctrl->live_groups_.fetch_add(1, std::memory_order_relaxed);
   ctrl->CreateObjCgroup(ctrl->root_);
+  ctrl->rstat_->StartFlusher(ctrl->root_->stats_);
   return ctrl;
 }
 
@@ -98,6 +125,8 @@ Controller::Controller(ControllerOptions options, ControllerInfo info)
 }
 
 Controller::~Controller() {
+  // No thread is left behind: the flusher stops before anything is freed.
+  rstat_->StopFlusher();
   // Take every group offline bottom-up, then drain and free.
   std::vector<Group*> stack{root_};
   std::vector<Group*> order;
@@ -230,6 +259,11 @@ void Controller::Reap() {
         if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
         Report("leak", g, left);
       }
+      // Deltas that reached the group's per-CPU counters after its
+      // removal flush (an update racing with RemoveGroup) go to the
+      // parent now; this also unlinks it from every CPU's updated tree.
+      // No update can follow: nobody holds a reference.
+      rstat_->FlushSubtree(g->stats_);
       Group* parent = g->parent_;
       delete g;
       live_groups_.fetch_sub(1, std::memory_order_relaxed);
@@ -340,6 +374,10 @@ Status Controller::RemoveGroup(Group& group) {
   // Flushes the kmem caches of the group; slots of its objcgs now belong
   // to the parent and stay (as in the kernel).
   obj_stock_->DrainAll(&group);
+  // Kernel: the rstat flush at css offline/free. Folds the group's
+  // per-CPU deltas into it and its parent's pending values; later
+  // ModState calls are refused (online_ is false).
+  rstat_->FlushSubtree(group.stats_);
   if (own_objcg != nullptr) own_objcg->Put();  // the group's reference
   group.Put();                                 // the tree's reference
   Reap();

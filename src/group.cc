@@ -12,6 +12,7 @@
 
 #include "charge_stock.h"
 #include "controller_impl.h"
+#include "rstat.h"
 #include "umemcg/controller.h"
 
 namespace umemcg {
@@ -42,11 +43,14 @@ Group::Group(Controller* controller, Group* parent, std::string name,
       parent_(parent),
       name_(std::move(name)),
       id_(id),
-      depth_(parent != nullptr ? parent->depth_ + 1 : 0) {
+      depth_(parent != nullptr ? parent->depth_ + 1 : 0),
+      stats_(new internal::GroupStats(
+          controller->rstat_.get(),
+          parent != nullptr ? parent->stats_ : nullptr)) {
   if (parent_ != nullptr) parent_->Get();
 }
 
-Group::~Group() = default;
+Group::~Group() { delete stats_; }
 
 void Group::Put() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {

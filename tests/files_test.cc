@@ -34,8 +34,8 @@ TEST(FilesTest, RootHasOnlyTheRootFiles) {
   GroupRef g = t.Make("g");
   EXPECT_EQ(t.ctrl->root().ListFiles(),
             (std::vector<std::string>{"memory.stat", "memory.reclaim",
-                                      "memory.stock"}));
-  EXPECT_EQ(g->ListFiles().size(), 12u);
+                                      "memory.stock", "memory.stat_error"}));
+  EXPECT_EQ(g->ListFiles().size(), 13u);
   EXPECT_EQ(ErrnoOf(t.ctrl->root().ReadFile("memory.current").status().code()),
             ENOENT);
   EXPECT_EQ(ErrnoOfWrite(t.ctrl->root(), "memory.max", "1G"), ENOENT);
@@ -297,6 +297,17 @@ TEST(FilesTest, EventsAndStatFormats) {
   ASSERT_TRUE(c->ModState(StatItem::kSlabReclaimable, 100));
   ASSERT_TRUE(c->ModState(StatItem::kSlabUnreclaimable, 28));
   ASSERT_TRUE(c->CountEvent(StatItem::kPgfault, 5));
+  // Below the flush threshold memory.stat may lag (memory.stat_error says
+  // by how much); a flush makes it exact.
+  const std::string error = Read(*p, "memory.stat_error");
+  // 3 pages + 2 byte updates (a page each) + 5 events.
+  EXPECT_EQ(error.rfind("pending_updates 10\nthreshold 256\nexceeded 0\n"
+                        "bound_bytes 40960\n",
+                        0),
+            0u)
+      << error;
+  p->FlushStats();
+  EXPECT_EQ(Read(*p, "memory.stat_error").rfind("pending_updates 0\n", 0), 0u);
   const std::string stat = Read(*p, "memory.stat");
   EXPECT_EQ(stat.rfind("anon 12288\n", 0), 0u) << stat;
   EXPECT_NE(stat.find("slab_reclaimable 100\nslab_unreclaimable 28\nslab "

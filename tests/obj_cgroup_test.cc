@@ -26,7 +26,7 @@ using testing::TestController;
 
 constexpr int64_t Ceil(int64_t bytes) { return (bytes + 4095) / 4096; }
 
-int64_t Slab(const Group& g) { return g.Stat(StatItem::kSlabUnreclaimable); }
+int64_t Slab(Group& g) { return g.StatExact(StatItem::kSlabUnreclaimable); }
 
 TEST(ObjCgroupTest, SmallChargeTakesOnePageAndKeepsTheRest) {
   TestController t;
@@ -41,13 +41,13 @@ TEST(ObjCgroupTest, SmallChargeTakesOnePageAndKeepsTheRest) {
   EXPECT_EQ(g->usage() - g->StockedPages(), Pages(1));
   t.Drain();
   EXPECT_EQ(Slab(*g), 4000);
-  EXPECT_EQ(g->Stat(StatItem::kKmem), 1);
+  EXPECT_EQ(g->StatExact(StatItem::kKmem), 1);
   EXPECT_EQ(o->pooled(), Bytes(96));
   for (int i = 0; i < 40; ++i) o->Uncharge(Bytes(100));
   t.Drain();
   EXPECT_EQ(g->usage(), Pages(0));
   EXPECT_EQ(Slab(*g), 0);
-  EXPECT_EQ(g->Stat(StatItem::kKmem), 0);
+  EXPECT_EQ(g->StatExact(StatItem::kKmem), 0);
   EXPECT_EQ(o->pooled(), Bytes(0));
   EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
   EXPECT_TRUE(t.errors.empty());
@@ -60,11 +60,11 @@ TEST(ObjCgroupTest, ReclaimableStatIsSeparate) {
   ASSERT_TRUE(
       o->Charge(Bytes(64), kChargeDefault, StatItem::kSlabReclaimable).ok());
   t.Drain();
-  EXPECT_EQ(g->Stat(StatItem::kSlabReclaimable), 64);
+  EXPECT_EQ(g->StatExact(StatItem::kSlabReclaimable), 64);
   EXPECT_EQ(Slab(*g), 0);
   o->Uncharge(Bytes(64), StatItem::kSlabReclaimable);
   t.Drain();
-  EXPECT_EQ(g->Stat(StatItem::kSlabReclaimable), 0);
+  EXPECT_EQ(g->StatExact(StatItem::kSlabReclaimable), 0);
 }
 
 TEST(ObjCgroupTest, BadInput) {
@@ -223,7 +223,7 @@ TEST(ObjCgroupTest, ReparentingMovesChargesToTheParent) {
   t.Drain();
   EXPECT_EQ(p->usage(), Pages(0));
   EXPECT_EQ(Slab(*p), 0);
-  EXPECT_EQ(p->Stat(StatItem::kKmem), 0);
+  EXPECT_EQ(p->StatExact(StatItem::kKmem), 0);
   t.ctrl->Reap();
   EXPECT_EQ(t.ctrl->live_groups(), live_before);  // objcgs pin them
   oc.reset();
@@ -326,7 +326,7 @@ TEST_P(ObjCgroupExactnessTest, RandomSizesAcrossThreadsAreExact) {
           i == 0 ? Ceil(live[0]) + Ceil(live[2]) : Ceil(live[i]);
       EXPECT_EQ(static_cast<int64_t>(groups[i]->usage().raw()), pages);
       EXPECT_EQ(Slab(*groups[i]), local);
-      EXPECT_EQ(groups[i]->Stat(StatItem::kKmem), pages);
+      EXPECT_EQ(groups[i]->StatExact(StatItem::kKmem), pages);
       EXPECT_EQ(static_cast<int64_t>(objcgs[i]->pooled().raw()),
                 Ceil(live[i]) * 4096 - live[i]);
     }
@@ -420,7 +420,8 @@ TEST(ObjCgroupStressTest, ReparentingUnderLoad) {
   t.Drain();
   EXPECT_EQ(p->usage(), baseline);
   EXPECT_EQ(Slab(*p), 12345);
-  EXPECT_EQ(p->Stat(StatItem::kKmem), static_cast<int64_t>(baseline.raw()));
+  EXPECT_EQ(p->StatExact(StatItem::kKmem),
+            static_cast<int64_t>(baseline.raw()));
   co.reset();
   t.ctrl->Reap();
   EXPECT_EQ(t.ctrl->live_groups(), groups_before);
@@ -469,7 +470,7 @@ TEST(ObjCgroupStressTest, ContentionOnOneGroup) {
   EXPECT_EQ(g->usage(), Pages(0));
   EXPECT_EQ(o->pooled(), Bytes(0));
   EXPECT_EQ(Slab(*g), 0);
-  EXPECT_EQ(g->Stat(StatItem::kKmem), 0);
+  EXPECT_EQ(g->StatExact(StatItem::kKmem), 0);
   EXPECT_TRUE(t.errors.empty());
 }
 

@@ -20,9 +20,11 @@
 #define UMEMCG_CONTROLLER_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -32,6 +34,7 @@
 #include "umemcg/cpu.h"
 #include "umemcg/export.h"
 #include "umemcg/group.h"
+#include "umemcg/stats.h"
 #include "umemcg/status.h"
 #include "umemcg/units.h"
 
@@ -42,6 +45,8 @@ namespace internal {
 class ChargeStock;
 class ControllerImpl;
 class ObjStock;
+class Rstat;
+class StatsTestPeer;
 }  // namespace internal
 
 // A contract violation reported instead of crashing (release builds).
@@ -89,6 +94,16 @@ struct ControllerOptions {
   OomHandler oom_handler;
   // Contract violations (underflow, leaks); may be null.
   ErrorHook error_hook;
+  // Application stat items, in memory.stat order after the built-in ones;
+  // their ids are StatItem(kNumBuiltinStatItems + index). At most
+  // kMaxCustomStatItems; names as StatItemSpec says.
+  std::vector<StatItemSpec> custom_stat_items;
+  // Which flushes stat readers trigger (v6.8+ per-group thresholds with
+  // subtree flushes, or the older global threshold with whole-tree ones).
+  StatsFlushMode stats_flush_mode = StatsFlushMode::kPerGroupSubtree;
+  // The periodic stats flusher's period (kernel FLUSH_TIME, 2 s); timed by
+  // `clock`. 0 = no flusher thread. At most one hour.
+  std::chrono::nanoseconds stats_flush_period = std::chrono::seconds(2);
 };
 
 // The settings in effect, after defaults were resolved.
@@ -102,6 +117,9 @@ struct ControllerInfo {
   CpuSource cpu_source = CpuSource::kAuto;  // never kAuto here
   bool recursive_protection = false;
   bool local_events = false;
+  StatsFlushMode stats_flush_mode = StatsFlushMode::kPerGroupSubtree;
+  std::chrono::nanoseconds stats_flush_period{0};
+  size_t nr_stat_items = 0;  // built-in + custom
 };
 
 class UMEMCG_EXPORT Controller {
@@ -160,6 +178,16 @@ class UMEMCG_EXPORT Controller {
   // Tree operations and the destructor call it; call it to free sooner.
   void Reap();
 
+  // ---- Statistics ----
+
+  // The item named `name` (built-in or custom), if any.
+  std::optional<StatItem> FindStatItem(std::string_view name) const;
+  // The memory.stat key and unit of `item`; null / kEvents if unknown.
+  const char* StatItemName(StatItem item) const;
+  StatUnit StatItemUnit(StatItem item) const;
+  // Flushes every group's statistics now (what the periodic flusher does).
+  void FlushAllStats();
+
   // ---- Policy ----
 
   void SetOomHandler(OomHandler handler);
@@ -185,6 +213,7 @@ class UMEMCG_EXPORT Controller {
   friend class ObjCgroup;
   friend class internal::ControllerImpl;
   friend class internal::ObjStock;
+  friend class internal::StatsTestPeer;
 
   explicit Controller(ControllerOptions options, ControllerInfo info);
 
@@ -200,6 +229,10 @@ class UMEMCG_EXPORT Controller {
   Clock* clock_;
   std::unique_ptr<internal::ChargeStock> stock_;
   std::unique_ptr<internal::ObjStock> obj_stock_;
+  // Declared after stock_ (whose CPU source it uses): destroyed first.
+  std::unique_ptr<internal::Rstat> rstat_;
+  std::vector<std::string> stat_names_;  // every item, by id
+  std::vector<StatUnit> stat_units_;
   Group* root_ = nullptr;
 
   // Guards every group's children_ and reclaimers_ lists and online

@@ -19,6 +19,10 @@
 //   memory.oom.group     RW    "0" / "1"
 //   memory.reclaim       W  root  "<size> [swappiness=N|max]"
 //   memory.stock         R  root  umemcg: bytes cached in per-CPU stocks
+//   memory.stat_error    R  root  umemcg: the error bound of an unflushed
+//                              memory.stat read ("pending_updates N\n
+//                              threshold N\nexceeded 0|1\nbound_bytes N|max
+//                              \nsince_flush_us N\n")
 // Errors (Status code -> errno): bad syntax kInvalidArgument (EINVAL), a
 // write to a read-only file or a read of a write-only one
 // kPermissionDenied (EACCES), unknown file or one absent on the root

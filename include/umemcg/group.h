@@ -63,6 +63,7 @@ namespace internal {
 class ChargeStock;
 class ControllerImpl;
 class ObjStock;
+class GroupStats;
 class ReclaimWalk;
 }  // namespace internal
 
@@ -277,19 +278,53 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Replaces the event callback (null removes it).
   void SetEventCallback(EventCallback callback);
 
-  // ---- Statistics (memory.stat) ----
+  // ---- Statistics (memory.stat; see stats.h) ----
+  //
+  // Updates are per-CPU adds, seen by readers after a flush of a subtree
+  // holding the group. Three kinds of readers, by cost:
+  //   *Fast   no flush: may lag by StatBound() (O(1));
+  //   Stat*   flush this group's subtree first if it is over its
+  //           threshold (kGlobalWholeTree: the whole tree if the global
+  //           count is), as memory.stat does: then lags by at most
+  //           batch x nr_cpus page-normalised updates plus the updates
+  //           racing with the read;
+  //   *Exact  always flush this group's subtree first: exact for updates
+  //           that completed before the call.
+  // Values are in the item's unit (pages, bytes, KiB or events) and may be
+  // negative transiently (per-CPU deltas of opposite signs).
 
-  // Adds `delta` (in the item's unit: pages, bytes or events) to `item` of
-  // this group. Refused (no-op, returns false) on a removed group or an
-  // unknown item.
+  // Adds `delta` (in the item's unit) to `item` of this group: this CPU's
+  // counter plus the rstat "updated" mark; no allocation, no blocking lock.
+  // Refused (no-op, returns false) on a removed group or an unknown item.
   bool ModState(StatItem item, int64_t delta);
   // Counts `n` occurrences of an event item (pgfault, ...).
   bool CountEvent(StatItem item, uint64_t n = 1) {
     return ModState(item, static_cast<int64_t>(n));
   }
-  // This group's own updates of `item` / its subtree's, in the item's unit.
-  int64_t StatLocal(StatItem item) const;
-  int64_t Stat(StatItem item) const;
+  // This group's subtree's value of `item` / its own updates' value.
+  int64_t StatFast(StatItem item) const;
+  int64_t StatLocalFast(StatItem item) const;
+  int64_t Stat(StatItem item);
+  int64_t StatLocal(StatItem item);
+  int64_t StatExact(StatItem item);
+  int64_t StatLocalExact(StatItem item);
+  // How far a *Fast read taken now can be off, and the time since the last
+  // flush covering this group. Reads one counter per CPU.
+  StatErrorBound StatBound() const;
+  // Flushes this group's subtree now (per CPU: the flush lock and one pass
+  // over the subtree's groups updated on that CPU).
+  void FlushStats();
+  // Flushes as Stat* does, but only when the periodic flusher is more than
+  // one period late (kernel: mem_cgroup_flush_stats_ratelimited): for hot
+  // paths that want fresh-enough numbers.
+  void FlushStatsRatelimited();
+  // memory.stat text ("key value\n", kernel order, bytes where the kernel
+  // prints bytes, negative values as 0), after a Stat-style conditional
+  // flush. Includes the derived "slab" and "stock" lines and custom items.
+  std::string MemoryStat();
+  // memory.events / memory.events.local text ("low 0\nhigh 0\n...").
+  std::string MemoryEvents() const;
+  std::string MemoryEventsLocal() const;
 
   // ---- cgroup-v2 files (see files.h) ----
 
@@ -359,6 +394,8 @@ class UMEMCG_EXPORT alignas(64) Group {
   const std::string name_;
   const uint64_t id_;
   const int depth_;
+  // Per-CPU and aggregated statistics (src/rstat.h); owned.
+  internal::GroupStats* const stats_;
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};
@@ -378,11 +415,6 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Callbacks, replaced atomically; read on slow paths only.
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
   std::atomic<std::shared_ptr<const EventCallback>> event_callback_;
-
-  // Statistics: own (local) and subtree (hierarchical) values per built-in
-  // item. Relaxed: independent counters, exact once updates quiesce.
-  std::atomic<int64_t> stat_local_[kNumBuiltinStatItems] = {};
-  std::atomic<int64_t> stat_hier_[kNumBuiltinStatItems] = {};
 
   // memory.peak handles that have written (per-handle peaks), guarded by
   // peaks_mu_ (kernel: peaks_lock). Only file operations touch them.

@@ -359,7 +359,7 @@ extern "C" int umemcg_count_event(umemcg_group_t* group, const char* item,
 extern "C" int umemcg_flush(umemcg_group_t* group) {
   GroupUse g = AcquireGroup(group);
   if (int e = CheckGroupArg(group, g)) return e;
-  // The statistics are exact at every read in this version.
+  g.group()->FlushStats();
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "umemcg/files.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <mutex>
 #include <string>
@@ -70,43 +71,24 @@ StatusOr<int> ParseInt(std::string_view text) {
                   : static_cast<int>(v);
 }
 
-std::string EventsText(const Group& g, bool local) {
+// memory.stat_error (umemcg): how far an unflushed memory.stat read of
+// this group could be off right now, and how old the last flush is.
+std::string StatErrorText(const Group& g) {
+  const StatErrorBound b = g.StatBound();
   std::string out;
-  for (size_t i = 0; i < kNumMemoryEvents; ++i) {
-    const auto e = static_cast<MemoryEvent>(i);
-    out += MemoryEventName(e);
-    out += ' ';
-    out += std::to_string(local ? g.events_local(e) : g.events(e));
-    out += '\n';
-  }
-  return out;
-}
-
-// memory.stat: built-in items in the kernel's order, bytes where the kernel
-// prints bytes, negative aggregates clamped to 0, the derived `slab` line
-// after slab_unreclaimable and umemcg's `stock` line last.
-std::string StatText(const Group& g) {
-  std::string out;
-  auto line = [&out](const char* key, int64_t v) {
-    out += key;
-    out += ' ';
-    out += std::to_string(v < 0 ? 0 : v);
-    out += '\n';
-  };
-  for (size_t i = 0; i < kNumBuiltinStatItems; ++i) {
-    const auto item = static_cast<StatItem>(i);
-    int64_t v = g.Stat(item);
-    if (BuiltinStatUnit(item) == StatUnit::kPages) {
-      v = v > 0 ? static_cast<int64_t>(static_cast<uint64_t>(v) * kPageSize)
-                : 0;
-    }
-    line(BuiltinStatName(item), v);
-    if (item == StatItem::kSlabUnreclaimable) {
-      line("slab", std::max<int64_t>(g.Stat(StatItem::kSlabReclaimable), 0) +
-                       std::max<int64_t>(g.Stat(item), 0));
-    }
-  }
-  line("stock", static_cast<int64_t>(g.StockedPages().in_bytes()));
+  out += "pending_updates " + std::to_string(b.pending) + "\n";
+  out += "threshold " + std::to_string(b.threshold) + "\n";
+  out += "exceeded " + std::string(b.exceeded ? "1" : "0") + "\n";
+  // The bound for byte items (page items: pending pages; events: pending).
+  out += "bound_bytes " +
+         (b.exceeded ? std::string("max")
+                     : std::to_string(b.For(StatUnit::kBytes))) +
+         "\n";
+  out += "since_flush_us " +
+         std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                            b.since_last_flush)
+                            .count()) +
+         "\n";
   return out;
 }
 
@@ -172,6 +154,7 @@ constexpr MemoryFile::Spec kFiles[] = {
     {"memory.oom.group", false, true, true},
     {"memory.reclaim", true, false, true},
     {"memory.stock", true, true, false},
+    {"memory.stat_error", true, true, false},
 };
 
 }  // namespace
@@ -246,10 +229,12 @@ StatusOr<std::string> MemoryFile::Read() {
     return BytesLine(
         Pages(static_cast<uint64_t>(PeakRegistry::Read(g, &peak_value_))));
   }
-  if (n == "memory.events") return EventsText(g, false);
-  if (n == "memory.events.local") return EventsText(g, true);
-  if (n == "memory.stat") return StatText(g);
-  if (n == "memory.oom.group") return std::string(g.oom_group() ? "1\n" : "0\n");
+  if (n == "memory.events") return g.MemoryEvents();
+  if (n == "memory.events.local") return g.MemoryEventsLocal();
+  if (n == "memory.stat") return g.MemoryStat();
+  if (n == "memory.stat_error") return StatErrorText(g);
+  if (n == "memory.oom.group")
+    return std::string(g.oom_group() ? "1\n" : "0\n");
   if (n == "memory.stock") return BytesLine(g.StockedPages());
   return Status(StatusCode::kPermissionDenied, "file is write-only");
 }

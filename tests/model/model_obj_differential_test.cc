@@ -81,9 +81,9 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
       EXPECT_EQ(objcgs[id]->pooled().raw(), id == kRoot ? 0 : rest);
       if (!m.online(id)) continue;
       EXPECT_EQ(groups[id]->usage(), m.ObjPages(id));
-      EXPECT_EQ(groups[id]->Stat(StatItem::kSlabUnreclaimable),
+      EXPECT_EQ(groups[id]->StatExact(StatItem::kSlabUnreclaimable),
                 static_cast<int64_t>(m.SlabBytes(id).raw()));
-      EXPECT_EQ(groups[id]->Stat(StatItem::kKmem),
+      EXPECT_EQ(groups[id]->StatExact(StatItem::kKmem),
                 static_cast<int64_t>(m.ObjPages(id).raw()));
     }
   };
