@@ -5,6 +5,8 @@
 
 #include "umemcg/obj_cgroup.h"
 
+#include <shared_mutex>
+
 #include "controller_impl.h"
 #include "obj_stock.h"
 #include "umemcg/controller.h"
@@ -133,6 +135,14 @@ void ObjCgroup::UnchargeViaPool(uint64_t n, StatItem item) {
     }
   }
   ObjStock::ApplyStat(group(), item, -static_cast<int64_t>(n));
+}
+
+ObjCgroupRef Group::GetObjCgroup() {
+  // RemoveGroup clears objcg_ under the exclusive tree lock and drops the
+  // group's reference only afterwards: while we hold the lock shared, a
+  // non-null objcg_ still has that reference, so taking ours is safe.
+  std::shared_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  return ObjCgroupRef(objcg_.load(std::memory_order_acquire));
 }
 
 }  // namespace umemcg

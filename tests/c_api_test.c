@@ -92,7 +92,14 @@ static void test_controller(void) {
   umemcg_options_t o;
   umemcg_controller_t* ctrl = NULL;
   umemcg_options_init(&o);
-  CHECK(o.batch == 64 && o.stock_slots == 7);
+  CHECK(o.batch == 64 && o.stock_slots == 7 && o.obj_stock_slots == 5);
+  CHECK(o.stats_flush_period_ms == 2000);
+  o.stats_flush_period_ms = -1;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
+  o.stats_flush_period_ms = 2000;
+  o.obj_stock_slots = 0;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
+  o.obj_stock_slots = 5;
   CHECK_ERR(umemcg_controller_create(&o, NULL), EINVAL);
   o.batch = 200;
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
@@ -190,6 +197,30 @@ static void test_groups_and_charges(void) {
   CHECK(strncmp(buf, "anon 8192\n", 10) == 0);
   CHECK(strstr(buf, "pgfault 3\n") != NULL);
 
+  /* Objects: bytes charged through the objcg, kept across removal. */
+  {
+    umemcg_objcg_t* oc = NULL;
+    CHECK_ERR(umemcg_objcg_get(b, &oc), 0);
+    CHECK_ERR(umemcg_objcg_get(b, NULL), EINVAL);
+    CHECK_ERR(umemcg_obj_charge(oc, 100, 0, NULL), 0);
+    CHECK_ERR(umemcg_obj_charge(oc, 50, 0, "slab_reclaimable"), 0);
+    CHECK_ERR(umemcg_obj_charge(oc, 1, 0, "anon"), EINVAL); /* not bytes */
+    CHECK_ERR(umemcg_obj_charge(oc, 1, 0, "nope"), EINVAL);
+    CHECK_ERR(umemcg_obj_charge(oc, UINT64_MAX, 0, NULL), EINVAL);
+    /* Slab deltas are cached per CPU (under a page): drain, then flush. */
+    CHECK_ERR(umemcg_drain_all(a), 0);
+    CHECK_ERR(umemcg_flush(a), 0);
+    CHECK_ERR(read_text(a, "memory.stat", buf, sizeof(buf)), 0);
+    CHECK(strstr(buf, "slab_reclaimable 50\nslab_unreclaimable 100\n") != NULL);
+    CHECK_ERR(umemcg_obj_uncharge(oc, 100, NULL), 0);
+    CHECK_ERR(umemcg_obj_uncharge(oc, 50, "slab_reclaimable"), 0);
+    CHECK_ERR(umemcg_obj_uncharge(oc, 1, "x"), EINVAL);
+    CHECK_ERR(umemcg_objcg_put(oc), 0);
+    CHECK_ERR(umemcg_objcg_put(oc), EBADF);
+    CHECK_ERR(umemcg_obj_charge(oc, 1, 0, NULL), EBADF);
+    CHECK_ERR(umemcg_objcg_put(NULL), EINVAL);
+  }
+
   /* Removal: busy parent, removed group refuses charges, handle stays. */
   CHECK_ERR(umemcg_group_remove(a), EBUSY);
   CHECK_ERR(umemcg_group_remove(b), 0);
@@ -198,6 +229,10 @@ static void test_groups_and_charges(void) {
   CHECK_ERR(umemcg_mod_state(b, "anon", -2), ENODEV);
   CHECK_ERR(umemcg_write_file(b, "memory.max", "1M"), ENODEV);
   CHECK_ERR(umemcg_group_remove(root), EINVAL);
+  {
+    umemcg_objcg_t* oc = NULL;
+    CHECK_ERR(umemcg_objcg_get(b, &oc), ENODEV);
+  }
   CHECK_ERR(umemcg_group_release(b), 0);
   CHECK_ERR(umemcg_try_charge(b, 1, 0, NULL), EBADF);
 

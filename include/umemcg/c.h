@@ -11,7 +11,8 @@
  *  (2) Results come back through trailing out-parameters, written only on
  *      success. Pointer arguments must be non-NULL unless documented as
  *      "may be NULL"; a NULL where one is required returns EINVAL.
- *  (3) Handles (umemcg_controller_t*, umemcg_group_t*, umemcg_reclaimer_t*)
+ *  (3) Handles (umemcg_controller_t*, umemcg_group_t*, umemcg_objcg_t*,
+ *      umemcg_reclaimer_t*)
  *      are opaque tokens, not pointers to memory: using one after it was
  *      released (or after its controller was destroyed) returns EBADF and
  *      is never a use-after-free. Each handle returned must be released
@@ -42,6 +43,7 @@ extern "C" {
 typedef struct umemcg_controller umemcg_controller_t;
 typedef struct umemcg_group umemcg_group_t;
 typedef struct umemcg_reclaimer umemcg_reclaimer_t;
+typedef struct umemcg_objcg umemcg_objcg_t;
 
 /* ---- Controller ---- */
 
@@ -54,12 +56,14 @@ enum {
 };
 
 typedef struct umemcg_options {
-  int batch;                /* 1..127, default 64 */
-  int stock_slots;          /* 1..16, default 7 */
-  int cpu_source;           /* UMEMCG_CPU_*, default AUTO */
-  int nr_cpus;              /* 0 = possible CPUs */
-  int recursive_protection; /* 0/1 */
-  int local_events;         /* 0/1 */
+  int batch;                     /* 1..127, default 64 */
+  int stock_slots;               /* 1..16, default 7 */
+  int cpu_source;                /* UMEMCG_CPU_*, default AUTO */
+  int nr_cpus;                   /* 0 = possible CPUs */
+  int recursive_protection;      /* 0/1 */
+  int local_events;              /* 0/1 */
+  int obj_stock_slots;           /* 1..16, default 5 */
+  int64_t stats_flush_period_ms; /* periodic stats flusher; 0 = none, 2000 */
 } umemcg_options_t;
 
 /* Fills *options with the defaults. */
@@ -111,6 +115,22 @@ UMEMCG_C_EXPORT int umemcg_uncharge_direct(umemcg_group_t* group,
                                            uint64_t nr_pages);
 /* Returns the subtree's pages cached in every CPU's stock. */
 UMEMCG_C_EXPORT int umemcg_drain_all(umemcg_group_t* subtree);
+
+/* ---- Object (byte) accounting ---- */
+
+/* A new handle to the group's objcg (what accounted objects keep: after
+ * the group is removed its objcg charges the nearest live ancestor).
+ * ENODEV once the group was removed. */
+UMEMCG_C_EXPORT int umemcg_objcg_get(umemcg_group_t* group,
+                                     umemcg_objcg_t** out);
+UMEMCG_C_EXPORT int umemcg_objcg_put(umemcg_objcg_t* objcg);
+/* Charges `bytes` and adds them to the byte statistic `item` ("slab_
+ * unreclaimable" when NULL, or "slab_reclaimable"); flags as for
+ * umemcg_try_charge. ENOMEM when it does not fit. */
+UMEMCG_C_EXPORT int umemcg_obj_charge(umemcg_objcg_t* objcg, uint64_t bytes,
+                                      uint32_t flags, const char* item);
+UMEMCG_C_EXPORT int umemcg_obj_uncharge(umemcg_objcg_t* objcg, uint64_t bytes,
+                                        const char* item);
 
 /* ---- Statistics ---- */
 

@@ -59,6 +59,7 @@ namespace umemcg {
 class Controller;
 class Group;
 class ObjCgroup;
+class ObjCgroupRef;
 namespace internal {
 class ChargeStock;
 class ControllerImpl;
@@ -244,6 +245,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   // to the parent and is reachable only through the objects' references).
   // Take an ObjCgroupRef while the group is online and held.
   ObjCgroup* objcg() const { return objcg_.load(std::memory_order_acquire); }
+  // A new reference to the group's objcg, or an empty one once the group
+  // was removed. Safe against a concurrent RemoveGroup (takes the tree
+  // lock shared).
+  ObjCgroupRef GetObjCgroup();
 
   // ---- Limits (cgroup-v2 write semantics; root: kInvalidArgument,
   //      offline: kFailedPrecondition) ----

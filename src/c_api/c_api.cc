@@ -6,6 +6,7 @@
 // destroying its controller) while another thread uses it is safe.
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "umemcg/c.h"
 #include "umemcg/controller.h"
 #include "umemcg/files.h"
+#include "umemcg/obj_cgroup.h"
 
 using umemcg::ChargeFlags;
 using umemcg::Controller;
@@ -84,6 +86,13 @@ struct GroupPayload final : OwnedPayload {
       : OwnedPayload(std::move(r)), group(std::move(g)) {}
   ~GroupPayload() override { group.reset(); }
   GroupRef group;
+};
+
+struct ObjCgroupPayload final : OwnedPayload {
+  ObjCgroupPayload(std::shared_ptr<Registry> r, umemcg::ObjCgroupRef o)
+      : OwnedPayload(std::move(r)), objcg(std::move(o)) {}
+  ~ObjCgroupPayload() override { objcg.reset(); }
+  umemcg::ObjCgroupRef objcg;
 };
 
 class CReclaimer final : public umemcg::Reclaimer {
@@ -181,6 +190,11 @@ extern "C" void umemcg_options_init(umemcg_options_t* options) {
   options->nr_cpus = d.nr_cpus;
   options->recursive_protection = d.recursive_protection ? 1 : 0;
   options->local_events = d.local_events ? 1 : 0;
+  options->obj_stock_slots = d.obj_stock_slots;
+  options->stats_flush_period_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          d.stats_flush_period)
+          .count();
 }
 
 extern "C" int umemcg_controller_create(const umemcg_options_t* options,
@@ -199,6 +213,11 @@ extern "C" int umemcg_controller_create(const umemcg_options_t* options,
   opts.nr_cpus = o.nr_cpus;
   opts.recursive_protection = o.recursive_protection != 0;
   opts.local_events = o.local_events != 0;
+  opts.obj_stock_slots = o.obj_stock_slots;
+  if (o.stats_flush_period_ms < 0 || o.stats_flush_period_ms > 3600000) {
+    return EINVAL;
+  }
+  opts.stats_flush_period = std::chrono::milliseconds(o.stats_flush_period_ms);
   auto ctrl = Controller::Create(std::move(opts));
   if (!ctrl.ok()) return Err(ctrl.status());
   auto payload = std::make_unique<ControllerPayload>();
@@ -334,6 +353,85 @@ extern "C" int umemcg_drain_all(umemcg_group_t* subtree) {
   GroupUse g = AcquireGroup(subtree);
   if (int e = CheckGroupArg(subtree, g)) return e;
   g.group()->controller().DrainAllStocks(*g.group());
+  return 0;
+}
+
+// ---- Object accounting ----
+
+namespace {
+
+struct ObjUse {
+  HandleTable::Use use;
+  ObjCgroupPayload* payload = nullptr;
+};
+
+ObjUse AcquireObjCgroup(umemcg_objcg_t* h) {
+  ObjUse o{HandleTable::Global().Acquire(ToHandle(h))};
+  o.payload = As<ObjCgroupPayload>(o.use);
+  return o;
+}
+
+// The byte statistic named `item` (NULL: slab_unreclaimable).
+bool ObjStatItem(const char* item, umemcg::StatItem* out) {
+  if (item == nullptr) {
+    *out = umemcg::StatItem::kSlabUnreclaimable;
+    return true;
+  }
+  if (!ValidString(item, kMaxNameBytes)) return false;
+  const auto id = umemcg::ParseBuiltinStat(item);
+  if (!id || umemcg::BuiltinStatUnit(*id) != umemcg::StatUnit::kBytes) {
+    return false;
+  }
+  *out = *id;
+  return true;
+}
+
+}  // namespace
+
+extern "C" int umemcg_objcg_get(umemcg_group_t* group, umemcg_objcg_t** out) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (out == nullptr) return EINVAL;
+  umemcg::ObjCgroupRef ref = g.group()->GetObjCgroup();
+  if (!ref) return ENODEV;
+  const uintptr_t h = Register(
+      g.payload->registry,
+      std::make_unique<ObjCgroupPayload>(g.payload->registry, std::move(ref)));
+  if (h == 0) return ENOMEM;
+  *out = FromHandle<umemcg_objcg_t>(h);
+  return 0;
+}
+
+extern "C" int umemcg_objcg_put(umemcg_objcg_t* objcg) {
+  if (objcg == nullptr) return EINVAL;
+  {
+    ObjUse o = AcquireObjCgroup(objcg);
+    if (o.payload == nullptr) return EBADF;
+  }
+  return HandleTable::Global().Release(ToHandle(objcg)) ? 0 : EBADF;
+}
+
+extern "C" int umemcg_obj_charge(umemcg_objcg_t* objcg, uint64_t bytes,
+                                 uint32_t flags, const char* item) {
+  if (objcg == nullptr) return EINVAL;
+  ObjUse o = AcquireObjCgroup(objcg);
+  if (o.payload == nullptr) return EBADF;
+  umemcg::StatItem stat;
+  if (!ObjStatItem(item, &stat) || flags >= (1u << 6)) return EINVAL;
+  const umemcg::ChargeResult r =
+      o.payload->objcg->Charge(umemcg::Bytes(bytes), FlagsOf(flags), stat);
+  return r.ok() ? 0 : Err(r.code);
+}
+
+extern "C" int umemcg_obj_uncharge(umemcg_objcg_t* objcg, uint64_t bytes,
+                                   const char* item) {
+  if (objcg == nullptr) return EINVAL;
+  ObjUse o = AcquireObjCgroup(objcg);
+  if (o.payload == nullptr) return EBADF;
+  umemcg::StatItem stat;
+  if (!ObjStatItem(item, &stat)) return EINVAL;
+  if (bytes / umemcg::kPageSize > umemcg::kPageCounterMax.raw()) return EINVAL;
+  o.payload->objcg->Uncharge(umemcg::Bytes(bytes), stat);
   return 0;
 }
 
