@@ -50,10 +50,11 @@ class Input {
 };
 
 const char* const kNames[] = {
-    "memory.current",   "memory.min",          "memory.low",
-    "memory.high",      "memory.max",          "memory.peak",
-    "memory.events",    "memory.events.local", "memory.stat",
-    "memory.oom.group", "memory.reclaim",      "memory.stock",
+    "memory.current",    "memory.min",          "memory.low",
+    "memory.high",       "memory.max",          "memory.peak",
+    "memory.events",     "memory.events.local", "memory.stat",
+    "memory.oom.group",  "memory.reclaim",      "memory.stock",
+    "memory.stat_error",
 };
 constexpr size_t kNumNames = sizeof(kNames) / sizeof(kNames[0]);
 
