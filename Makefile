@@ -1,5 +1,6 @@
 # umemcg quick start:
 #   make bench   install what is missing, build `release`, run the main job
+#                (for now the charge, object and statistics benchmarks)
 #   make test    install what is missing, build and run every test suite in
 #                the release, asan (ASan+UBSan) and tsan presets, then each
 #                fuzzer (fuzz preset, clang) for FUZZ_SECONDS (default 60)
@@ -35,8 +36,14 @@ build: build-release
 test: deps
 	@bash scripts/run_tests.sh $(TEST_PRESETS)
 
+# Until umemcg-bench lands: the micro-benchmark programs, each ending in a
+# ratio report (JSON copies under build/release/).
+BENCHMARKS := charge_benchmark obj_benchmark stats_benchmark
+
 bench: build-release
-	./build/release/bin/charge_benchmark --json=build/release/charge_benchmark.json
+	@set -e; for b in $(BENCHMARKS); do \
+	  echo "==== $$b"; ./build/release/bin/$$b --json=build/release/$$b.json; \
+	done
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')
