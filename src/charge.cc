@@ -168,4 +168,46 @@ void Group::UnchargeDirect(Pages n) {
   ControllerImpl::UnchargeCounters(this, n.raw());
 }
 
+namespace {
+
+bool IsPageItem(const Group& g, StatItem item) {
+  return g.controller().StatItemUnit(item) == StatUnit::kPages &&
+         g.controller().StatItemName(item) != nullptr;
+}
+
+// Statistics of a removed group were folded into its parent at removal and
+// it refuses updates: an uncharge's -n goes to the nearest online ancestor,
+// which keeps every hierarchical value right.
+void UnaccountStat(Group* g, StatItem item, uint64_t n) {
+  if (n == 0 || g->is_root() || !IsPageItem(*g, item)) return;
+  while (!g->online() && !g->parent()->is_root()) g = g->parent();
+  if (g->online()) g->ModState(item, -static_cast<int64_t>(n));
+}
+
+}  // namespace
+
+ChargeResult Group::TryCharge(Pages n, ChargeFlags flags, StatItem item) {
+  if (!IsPageItem(*this, item)) {
+    ChargeResult r;
+    r.code = StatusCode::kInvalidArgument;
+    return r;
+  }
+  ChargeResult r = TryCharge(n, flags);
+  // The root's charges are not accounted, and neither are its stats.
+  if (r.ok() && n.raw() != 0 && !is_root()) {
+    ModState(item, static_cast<int64_t>(n.raw()));
+  }
+  return r;
+}
+
+void Group::Uncharge(Pages n, StatItem item) {
+  Uncharge(n);
+  UnaccountStat(this, item, n.raw());
+}
+
+void Group::UnchargeDirect(Pages n, StatItem item) {
+  UnchargeDirect(n);
+  UnaccountStat(this, item, n.raw());
+}
+
 }  // namespace umemcg

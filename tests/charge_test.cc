@@ -314,5 +314,27 @@ TEST(StockDrainRegressionTest, EveryLimitingLevelIsDrainedBeforeFailing) {
   EXPECT_EQ(ctrl->underflows(), 0u);
 }
 
+TEST(ChargeTest, ChargesCanMoveAPageStatisticOfTheCallersChoice) {
+  TestController t;
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_TRUE(c->TryCharge(Pages(5), kChargeDefault, StatItem::kSock).ok());
+  c->Uncharge(Pages(2), StatItem::kSock);
+  EXPECT_EQ(c->StatExact(StatItem::kSock), 3);
+  EXPECT_EQ(p->StatExact(StatItem::kSock), 3);
+  // Not a page item: refused, nothing charged.
+  EXPECT_EQ(c->TryCharge(Pages(1), kChargeDefault, StatItem::kPgfault).code,
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(c->SetMax(Pages(0)).ok());  // refused charges move nothing
+  EXPECT_FALSE(
+      c->TryCharge(Pages(1), ChargeFlags::kNone, StatItem::kSock).ok());
+  EXPECT_EQ(c->StatExact(StatItem::kSock), 3);
+  // After removal the -n lands on the nearest online ancestor.
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
+  c->UnchargeDirect(Pages(3), StatItem::kSock);
+  EXPECT_EQ(p->StatExact(StatItem::kSock), 0);
+  EXPECT_EQ(c->usage(), Pages(0));
+}
+
 }  // namespace
 }  // namespace umemcg

@@ -235,6 +235,15 @@ class UMEMCG_EXPORT alignas(64) Group {
   // ancestors (kernel: uncharge_batch, the folio path).
   void UnchargeDirect(Pages n);
 
+  // The same, also moving the page statistic `item` (kSock, kAnon, kFile,
+  // kShmem, kKernel, ...; the caller's choice, as each kernel charge site
+  // updates its own item) by +n on success / -n: one extra per-CPU stat
+  // update (Group::ModState). A non-page item is kInvalidArgument and
+  // charges nothing.
+  ChargeResult TryCharge(Pages n, ChargeFlags flags, StatItem item);
+  void Uncharge(Pages n, StatItem item);
+  void UnchargeDirect(Pages n, StatItem item);
+
   // Runs this thread's pending memory.high handling now if it belongs to
   // this group (the kernel does it on return to user space): reclaim, then
   // sleep (or return the penalty with kNoThrottle). Returns the penalty.
