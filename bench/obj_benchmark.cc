@@ -237,50 +237,17 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl,
   return r;
 }
 
-bool HasFlag(const std::vector<char*>& args, std::string_view prefix) {
-  for (char* a : args) {
-    if (std::string_view(a).starts_with(prefix)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path;
-  std::vector<char*> args;
-  args.push_back(argv[0]);
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a.starts_with("--json=")) {
-      json_path = std::string(a.substr(7));
-    } else if (a == "--no_pin") {
-      g_pin = false;
-    } else {
-      args.push_back(argv[i]);
-    }
-  }
-  static char kReps[] = "--benchmark_repetitions=5";
-  static char kMinTime[] = "--benchmark_min_time=0.2";
-  static char kInterleave[] = "--benchmark_enable_random_interleaving=true";
-  if (!HasFlag(args, "--benchmark_repetitions")) args.push_back(kReps);
-  if (!HasFlag(args, "--benchmark_min_time")) args.push_back(kMinTime);
-  if (!HasFlag(args, "--benchmark_enable_random_interleaving")) {
-    args.push_back(kInterleave);
-  }
-  int bench_argc = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&bench_argc, args.data());
-  if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) {
-    return 1;
-  }
-
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) g_allowed_cpus.push_back(c);
-    }
-  }
+  auto own = [](std::string_view a) {
+    if (a != "--no_pin") return false;
+    g_pin = false;
+    return true;
+  };
+  if (!umemcg::bench::InitBenchmarks(argc, argv, &json_path, own)) return 1;
+  g_allowed_cpus = umemcg::bench::AllowedCpus();
   const int threads = std::max<int>(1, static_cast<int>(g_allowed_cpus.size()));
 
   auto fx = std::make_unique<Fixtures>();
@@ -297,16 +264,11 @@ int main(int argc, char** argv) {
               threads, umemcg::CpuSourceName(info.cpu_source));
   std::fflush(stdout);
 
-  RatioReporter reporter(isatty(STDOUT_FILENO)
-                             ? benchmark::ConsoleReporter::OO_Defaults
-                             : benchmark::ConsoleReporter::OO_Tabular);
+  RatioReporter reporter(umemcg::bench::ConsoleFormat());
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
   const Report report = BuildReport(reporter, *fx->cached.ctrl, threads);
-  umemcg::bench::PrintReport(report);
-  if (!json_path.empty() && !umemcg::bench::WriteJson(report, json_path)) {
-    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-  }
+  umemcg::bench::Publish(report, json_path);
   g_fx = nullptr;
   fx.reset();
   benchmark::Shutdown();

@@ -2,6 +2,9 @@
 
 #include "ratio_report.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -173,6 +176,65 @@ bool WriteJson(const Report& r, const std::string& path) {
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   return static_cast<bool>(out);
+}
+
+bool InitBenchmarks(int argc, char** argv, std::string* json_path,
+                    const std::function<bool(std::string_view)>& own) {
+  // argv strings live for the whole program; the defaults are static.
+  static char kReps[] = "--benchmark_repetitions=5";
+  static char kMinTime[] = "--benchmark_min_time=0.2";
+  static char kInterleave[] = "--benchmark_enable_random_interleaving=true";
+  // Static: Google Benchmark may keep pointers into the argv it parses.
+  static std::vector<char*> args;
+  args.assign(1, argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.starts_with("--json=")) {
+      *json_path = std::string(a.substr(7));
+    } else if (!own(a)) {
+      args.push_back(argv[i]);
+    }
+  }
+  auto given = [&args](std::string_view prefix) {
+    return std::any_of(args.begin(), args.end(), [prefix](const char* a) {
+      return std::string_view(a).starts_with(prefix);
+    });
+  };
+  if (!given("--benchmark_repetitions")) args.push_back(kReps);
+  if (!given("--benchmark_min_time")) args.push_back(kMinTime);
+  if (!given("--benchmark_enable_random_interleaving")) {
+    args.push_back(kInterleave);
+  }
+  int bench_argc = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&bench_argc, args.data());
+  return !benchmark::ReportUnrecognizedArguments(bench_argc, args.data());
+}
+
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+benchmark::ConsoleReporter::OutputOptions ConsoleFormat() {
+  return isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_Defaults
+                               : benchmark::ConsoleReporter::OO_Tabular;
+}
+
+void Publish(const Report& r, const std::string& json_path) {
+  PrintReport(r);
+  if (json_path.empty()) return;
+  if (WriteJson(r, json_path)) {
+    std::printf("ratios written to %s\n", json_path.c_str());
+  } else {
+    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+  }
 }
 
 }  // namespace umemcg::bench

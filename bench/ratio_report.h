@@ -14,8 +14,10 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -100,6 +102,22 @@ struct Report {
 void PrintReport(const Report& r);
 // Writes the report as JSON; false if the file cannot be written.
 bool WriteJson(const Report& r, const std::string& path);
+
+// ---- The shared main() of a benchmark program ----
+
+// Parses the command line: --json=<path> into *json_path, the program's
+// own flags through `own` (true when it consumed the argument), the rest to
+// Google Benchmark with the house defaults unless given (5 repetitions,
+// 0.2 s minimum time, randomly interleaved repetitions), and initializes
+// Google Benchmark. False on arguments nobody recognised.
+bool InitBenchmarks(int argc, char** argv, std::string* json_path,
+                    const std::function<bool(std::string_view)>& own);
+// The CPUs this process may run on, ascending.
+std::vector<int> AllowedCpus();
+// Console output options for a RatioReporter: tabular unless on a tty.
+benchmark::ConsoleReporter::OutputOptions ConsoleFormat();
+// Prints the report, and writes it as JSON when json_path is not empty.
+void Publish(const Report& r, const std::string& json_path);
 
 }  // namespace umemcg::bench
 

@@ -248,13 +248,6 @@ ScenarioResult RunScenario(StatsFlushMode mode, double seconds, int writers) {
   return r;
 }
 
-bool HasFlag(const std::vector<char*>& args, std::string_view prefix) {
-  for (char* a : args) {
-    if (std::string_view(a).starts_with(prefix)) return true;
-  }
-  return false;
-}
-
 void PrintScenario(const char* name, const ScenarioResult& r) {
   std::printf(
       "scenario %-18s reads %6llu  p50 %8.2f us  p99 %8.2f us  p99.9 %8.2f "
@@ -268,40 +261,19 @@ void PrintScenario(const char* name, const ScenarioResult& r) {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  std::vector<char*> args;
-  args.push_back(argv[0]);
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a.starts_with("--json=")) {
-      json_path = std::string(a.substr(7));
-    } else if (a.starts_with("--scenario_seconds=")) {
-      g_scenario_seconds = std::atof(argv[i] + 19);
-    } else if (a.starts_with("--writers=")) {
-      g_writers = std::atoi(argv[i] + 10);
-    } else {
-      args.push_back(argv[i]);
+  auto own = [](std::string_view a) {
+    if (a.starts_with("--scenario_seconds=")) {
+      g_scenario_seconds = std::atof(a.data() + 19);
+      return true;
     }
-  }
-  static char kReps[] = "--benchmark_repetitions=5";
-  static char kMinTime[] = "--benchmark_min_time=0.2";
-  static char kInterleave[] = "--benchmark_enable_random_interleaving=true";
-  if (!HasFlag(args, "--benchmark_repetitions")) args.push_back(kReps);
-  if (!HasFlag(args, "--benchmark_min_time")) args.push_back(kMinTime);
-  if (!HasFlag(args, "--benchmark_enable_random_interleaving")) {
-    args.push_back(kInterleave);
-  }
-  int bench_argc = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&bench_argc, args.data());
-  if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) {
-    return 1;
-  }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) g_allowed_cpus.push_back(c);
+    if (a.starts_with("--writers=")) {
+      g_writers = std::atoi(a.data() + 10);
+      return true;
     }
-  }
+    return false;
+  };
+  if (!umemcg::bench::InitBenchmarks(argc, argv, &json_path, own)) return 1;
+  g_allowed_cpus = umemcg::bench::AllowedCpus();
   if (g_writers <= 0) {
     g_writers = std::max<int>(1, static_cast<int>(g_allowed_cpus.size()) - 1);
   }
@@ -314,9 +286,7 @@ int main(int argc, char** argv) {
               umemcg::CpuSourceName(info.cpu_source), g_writers);
   std::fflush(stdout);
 
-  RatioReporter reporter(isatty(STDOUT_FILENO)
-                             ? benchmark::ConsoleReporter::OO_Defaults
-                             : benchmark::ConsoleReporter::OO_Tabular);
+  RatioReporter reporter(umemcg::bench::ConsoleFormat());
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
   // Interleaved: A B A B, so slow drifts of the machine hit both modes.
@@ -390,14 +360,7 @@ int main(int argc, char** argv) {
   r.ratios.push_back(
       {"read_p999_global_us", "p99.9 memory.stat latency, global+whole-tree",
        median(global, &ScenarioResult::p999_us), NAN, false, "us"});
-  PrintReport(r);
-  if (!json_path.empty()) {
-    if (WriteJson(r, json_path)) {
-      std::printf("ratios written to %s\n", json_path.c_str());
-    } else {
-      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-    }
-  }
+  umemcg::bench::Publish(r, json_path);
   g_micro = nullptr;
   micro.reset();
   benchmark::Shutdown();
