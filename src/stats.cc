@@ -23,7 +23,7 @@ struct BuiltinStat {
 };
 
 constexpr BuiltinStat kBuiltinStats[] = {
-#define UMEMCG_STAT_ITEM(name, key, unit) {key, StatUnit::unit},
+#define UMEMCG_STAT_ITEM(name, key, unit, c_name) {key, StatUnit::unit},
 #include "umemcg/stat_items.def"
 #undef UMEMCG_STAT_ITEM
 };

@@ -189,6 +189,11 @@ static void test_groups_and_charges(void) {
   /* Statistics. */
   CHECK_ERR(umemcg_mod_state(b, "anon", 2), 0);
   CHECK_ERR(umemcg_count_event(b, "pgfault", 3), 0);
+  CHECK_ERR(umemcg_mod_state_item(b, UMEMCG_STAT_ANON, 1), 0);
+  CHECK_ERR(umemcg_mod_state_item(b, UMEMCG_STAT_ANON, -1), 0);
+  CHECK_ERR(umemcg_mod_state_item(b, UMEMCG_STAT_NR_BUILTIN, 1), EINVAL);
+  CHECK_ERR(umemcg_mod_state_item(b, -1, 1), EINVAL);
+  CHECK_ERR(umemcg_mod_state_item(NULL, UMEMCG_STAT_ANON, 1), EINVAL);
   CHECK_ERR(umemcg_mod_state(b, "no_such_item", 1), EINVAL);
   CHECK_ERR(umemcg_mod_state(b, NULL, 1), EINVAL);
   CHECK_ERR(umemcg_count_event(b, "pgfault", UINT64_MAX), EINVAL);
@@ -227,6 +232,7 @@ static void test_groups_and_charges(void) {
   CHECK_ERR(umemcg_group_remove(b), ENODEV);
   CHECK_ERR(umemcg_try_charge(b, 1, 0, NULL), ENODEV);
   CHECK_ERR(umemcg_mod_state(b, "anon", -2), ENODEV);
+  CHECK_ERR(umemcg_mod_state_item(b, UMEMCG_STAT_PGFAULT, 1), ENODEV);
   CHECK_ERR(umemcg_write_file(b, "memory.max", "1M"), ENODEV);
   CHECK_ERR(umemcg_group_remove(root), EINVAL);
   {

@@ -40,6 +40,13 @@ TEST(FilesTest, RootHasOnlyTheRootFiles) {
             ENOENT);
   EXPECT_EQ(ErrnoOfWrite(t.ctrl->root(), "memory.max", "1G"), ENOENT);
   EXPECT_EQ(ErrnoOf(g->ReadFile("memory.swap.max").status().code()), ENOENT);
+  // The root's files and their defaults.
+  EXPECT_EQ(Read(t.ctrl->root(), "memory.stock"), "0\n");
+  EXPECT_EQ(Read(t.ctrl->root(), "memory.stat").rfind("anon 0\nfile 0\n", 0),
+            0u);
+  EXPECT_EQ(
+      Read(t.ctrl->root(), "memory.stat_error").rfind("pending_updates 0\n", 0),
+      0u);
   EXPECT_EQ(ErrnoOf(g->ReadFile("cgroup.procs").status().code()), ENOENT);
 }
 

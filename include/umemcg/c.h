@@ -134,10 +134,22 @@ UMEMCG_C_EXPORT int umemcg_obj_uncharge(umemcg_objcg_t* objcg, uint64_t bytes,
 
 /* ---- Statistics ---- */
 
+/* Built-in statistic items in memory.stat order, generated from
+ * stat_items.def (UMEMCG_STAT_ANON, UMEMCG_STAT_SLAB_RECLAIMABLE, ...). */
+enum umemcg_stat_item {
+#define UMEMCG_STAT_ITEM(name, key, unit, c_name) UMEMCG_STAT_##c_name,
+#include "umemcg/stat_items.def"
+#undef UMEMCG_STAT_ITEM
+  UMEMCG_STAT_NR_BUILTIN
+};
+
 /* item: a memory.stat key ("anon", "slab_reclaimable", "pgfault", ...);
  * delta in the item's unit (pages, bytes or events). */
 UMEMCG_C_EXPORT int umemcg_mod_state(umemcg_group_t* group, const char* item,
                                      int64_t delta);
+/* The same by constant (UMEMCG_STAT_*); EINVAL for anything else. */
+UMEMCG_C_EXPORT int umemcg_mod_state_item(umemcg_group_t* group, int item,
+                                          int64_t delta);
 UMEMCG_C_EXPORT int umemcg_count_event(umemcg_group_t* group, const char* item,
                                        uint64_t count);
 /* Brings the group's statistics up to date (exact afterwards). */

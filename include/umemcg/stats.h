@@ -33,13 +33,13 @@ enum class StatUnit : uint8_t { kPages, kBytes, kKiB, kEvents };
 
 // Built-in items; custom items are StatItem(kNumBuiltinStatItems + i).
 enum class StatItem : uint16_t {
-#define UMEMCG_STAT_ITEM(name, key, unit) name,
+#define UMEMCG_STAT_ITEM(name, key, unit, c_name) name,
 #include "umemcg/stat_items.def"
 #undef UMEMCG_STAT_ITEM
 };
 
 inline constexpr size_t kNumBuiltinStatItems = 0
-#define UMEMCG_STAT_ITEM(name, key, unit) +1
+#define UMEMCG_STAT_ITEM(name, key, unit, c_name) +1
 #include "umemcg/stat_items.def"
 #undef UMEMCG_STAT_ITEM
     ;

@@ -448,6 +448,22 @@ extern "C" int umemcg_mod_state(umemcg_group_t* group, const char* item,
   return g.group()->ModState(*id, delta) ? 0 : EINVAL;
 }
 
+// The C constants follow the C++ enum (both come from stat_items.def).
+static_assert(UMEMCG_STAT_ANON == static_cast<int>(umemcg::StatItem::kAnon));
+static_assert(UMEMCG_STAT_NR_BUILTIN ==
+              static_cast<int>(umemcg::kNumBuiltinStatItems));
+
+extern "C" int umemcg_mod_state_item(umemcg_group_t* group, int item,
+                                     int64_t delta) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  if (item < 0 || item >= UMEMCG_STAT_NR_BUILTIN) return EINVAL;
+  if (!g.group()->online()) return ENODEV;
+  return g.group()->ModState(static_cast<umemcg::StatItem>(item), delta)
+             ? 0
+             : EINVAL;
+}
+
 extern "C" int umemcg_count_event(umemcg_group_t* group, const char* item,
                                   uint64_t count) {
   if (count > static_cast<uint64_t>(INT64_MAX)) return EINVAL;
