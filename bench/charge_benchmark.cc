@@ -217,33 +217,6 @@ Fixtures* g_fx = nullptr;
 bool g_pin = true;
 std::vector<int> g_allowed_cpus;  // the process's affinity at startup
 
-// Pins the calling benchmark thread to the i-th allowed CPU for the run and
-// restores its affinity afterwards (thread 0 is the main thread).
-class ScopedPin {
- public:
-  explicit ScopedPin(const benchmark::State& state) {
-    if (!g_pin || state.threads() < 2 || g_allowed_cpus.size() < 2) return;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(old_), &old_) != 0) {
-      return;
-    }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(g_allowed_cpus[static_cast<size_t>(state.thread_index()) %
-                           g_allowed_cpus.size()],
-            &set);
-    active_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-  }
-  ~ScopedPin() {
-    if (active_) pthread_setaffinity_np(pthread_self(), sizeof(old_), &old_);
-  }
-  ScopedPin(const ScopedPin&) = delete;
-  ScopedPin& operator=(const ScopedPin&) = delete;
-
- private:
-  cpu_set_t old_;
-  bool active_ = false;
-};
-
 // Spin briefly, then yield: the partner thread may share our CPU with the
 // rest of the machine's load.
 inline void Backoff(int& spins) {
@@ -262,7 +235,7 @@ inline void Backoff(int& spins) {
 // ---- Benchmarks ----
 
 void BM_AtomicPair(benchmark::State& state) {
-  ScopedPin pin(state);
+  umemcg::bench::ScopedPin pin(state, g_allowed_cpus, g_pin);
   std::atomic<int64_t>* c = &g_fx->counters[state.thread_index()].value;
   for (auto _ : state) umemcg_bench_atomic_pair(c);
   state.SetItemsProcessed(state.iterations());
@@ -276,7 +249,7 @@ void BM_ThreadLocalPair(benchmark::State& state) {
 BENCHMARK(BM_ThreadLocalPair)->UseRealTime();
 
 void BM_StockHitPair(benchmark::State& state) {
-  ScopedPin pin(state);
+  umemcg::bench::ScopedPin pin(state, g_allowed_cpus, g_pin);
   Group* g = g_fx->stock_hit.leaf();
   // Warm-up, outside the timed loop: the first charge on this CPU misses
   // and fills the stock with batch - 1 pages.
@@ -294,7 +267,7 @@ template <typename Charge, typename Uncharge, typename Balanced>
 void AsymmetricPair(benchmark::State& state, Charge charge, Uncharge uncharge,
                     Balanced balanced) {
   if (state.threads() != 2) Die("BM_AsymmetricPair needs 2 threads");
-  ScopedPin pin(state);
+  umemcg::bench::ScopedPin pin(state, g_allowed_cpus, g_pin);
   Channel& ch = g_fx->channel;
   const uint64_t total = static_cast<uint64_t>(state.max_iterations);
   if (state.thread_index() == 0) {

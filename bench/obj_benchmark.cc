@@ -100,31 +100,6 @@ Fixtures* g_fx = nullptr;
 bool g_pin = true;
 std::vector<int> g_allowed_cpus;
 
-class ScopedPin {
- public:
-  explicit ScopedPin(const benchmark::State& state) {
-    if (!g_pin || state.threads() < 2 || g_allowed_cpus.size() < 2) return;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(old_), &old_) != 0) {
-      return;
-    }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(g_allowed_cpus[static_cast<size_t>(state.thread_index()) %
-                           g_allowed_cpus.size()],
-            &set);
-    active_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-  }
-  ~ScopedPin() {
-    if (active_) pthread_setaffinity_np(pthread_self(), sizeof(old_), &old_);
-  }
-  ScopedPin(const ScopedPin&) = delete;
-  ScopedPin& operator=(const ScopedPin&) = delete;
-
- private:
-  cpu_set_t old_;
-  bool active_ = false;
-};
-
 }  // namespace
 
 // ---- Fast paths, out of line so their code can be reviewed ----
@@ -179,7 +154,7 @@ BENCHMARK(BM_Malloc64_Cached)->UseRealTime();
 BENCHMARK(BM_Malloc64_Immediate)->UseRealTime();
 
 void Obj4K(benchmark::State& state, Tenant* t) {
-  ScopedPin pin(state);
+  umemcg::bench::ScopedPin pin(state, g_allowed_cpus, g_pin);
   ObjCgroup* o = t->objcg.get();
   for (auto _ : state) {
     if (!umemcg_bench_obj4k_pair(o)) Die("charge failed");

@@ -2,6 +2,7 @@
 
 #include "ratio_report.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -235,6 +236,20 @@ void Publish(const Report& r, const std::string& json_path) {
   } else {
     std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
   }
+}
+
+ScopedPin::ScopedPin(const benchmark::State& state,
+                     const std::vector<int>& cpus, bool enabled) {
+  if (!enabled || state.threads() < 2 || cpus.size() < 2) return;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(old_), &old_) != 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[static_cast<size_t>(state.thread_index()) % cpus.size()], &set);
+  active_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
+ScopedPin::~ScopedPin() {
+  if (active_) pthread_setaffinity_np(pthread_self(), sizeof(old_), &old_);
 }
 
 }  // namespace umemcg::bench

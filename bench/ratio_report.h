@@ -12,6 +12,7 @@
 #define UMEMCG_BENCH_RATIO_REPORT_H_
 
 #include <benchmark/benchmark.h>
+#include <sched.h>
 
 #include <cmath>
 #include <functional>
@@ -118,6 +119,23 @@ std::vector<int> AllowedCpus();
 benchmark::ConsoleReporter::OutputOptions ConsoleFormat();
 // Prints the report, and writes it as JSON when json_path is not empty.
 void Publish(const Report& r, const std::string& json_path);
+
+// Pins the calling thread of a multi-threaded benchmark to the
+// (thread_index mod n)-th of `cpus` for its lifetime, so the threads use
+// distinct per-CPU shards, and restores the old affinity afterwards. Does
+// nothing when !enabled, for one thread, or with fewer than two CPUs.
+class ScopedPin {
+ public:
+  ScopedPin(const benchmark::State& state, const std::vector<int>& cpus,
+            bool enabled);
+  ~ScopedPin();
+  ScopedPin(const ScopedPin&) = delete;
+  ScopedPin& operator=(const ScopedPin&) = delete;
+
+ private:
+  cpu_set_t old_;
+  bool active_ = false;
+};
 
 }  // namespace umemcg::bench
 

@@ -8,7 +8,7 @@ int main() {
   auto ctrl = umemcg::Controller::Create({.batch = 64}).value();
   umemcg::GroupRef tenant = ctrl->CreateGroup(ctrl->root(), "tenant").value();
   if (!tenant->SetMax(Pages(256)).ok()) return 1;  // 1 MiB hard limit
-  (void)tenant->SetHigh(Pages(192));              // throttle above 768 KiB
+  (void)tenant->SetHigh(Pages(192));               // throttle above 768 KiB
 
   // Charge 3 pages; usually served from this CPU's stock (no shared write).
   umemcg::ChargeResult r = tenant->TryCharge(Pages(3));

@@ -27,8 +27,8 @@
 #include "charge_stock.h"
 #include "controller_impl.h"
 #include "obj_stock.h"
-#include "umemcg/obj_cgroup.h"
 #include "rstat.h"
+#include "umemcg/obj_cgroup.h"
 
 namespace umemcg {
 
