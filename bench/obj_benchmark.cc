@@ -216,12 +216,10 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl,
 
 int main(int argc, char** argv) {
   std::string json_path;
-  auto own = [](std::string_view a) {
-    if (a != "--no_pin") return false;
-    g_pin = false;
-    return true;
-  };
-  if (!umemcg::bench::InitBenchmarks(argc, argv, &json_path, own)) return 1;
+  if (!umemcg::bench::InitBenchmarks(argc, argv, &json_path,
+                                     umemcg::bench::NoPinFlag(&g_pin))) {
+    return 1;
+  }
   g_allowed_cpus = umemcg::bench::AllowedCpus();
   const int threads = std::max<int>(1, static_cast<int>(g_allowed_cpus.size()));
 

@@ -238,6 +238,14 @@ void Publish(const Report& r, const std::string& json_path) {
   }
 }
 
+std::function<bool(std::string_view)> NoPinFlag(bool* pin) {
+  return [pin](std::string_view a) {
+    if (a != "--no_pin") return false;
+    *pin = false;
+    return true;
+  };
+}
+
 ScopedPin::ScopedPin(const benchmark::State& state,
                      const std::vector<int>& cpus, bool enabled) {
   if (!enabled || state.threads() < 2 || cpus.size() < 2) return;

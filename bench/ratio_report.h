@@ -120,6 +120,10 @@ benchmark::ConsoleReporter::OutputOptions ConsoleFormat();
 // Prints the report, and writes it as JSON when json_path is not empty.
 void Publish(const Report& r, const std::string& json_path);
 
+// An InitBenchmarks `own` parser for the common "--no_pin" flag: clears
+// *pin when it sees it.
+std::function<bool(std::string_view)> NoPinFlag(bool* pin);
+
 // Pins the calling thread of a multi-threaded benchmark to the
 // (thread_index mod n)-th of `cpus` for its lifetime, so the threads use
 // distinct per-CPU shards, and restores the old affinity afterwards. Does

@@ -15,6 +15,14 @@ namespace {
 
 using testing::TestController;
 
+// A group with max = 1 page and that page charged: the next charge OOMs.
+GroupRef MakeFull(TestController& t, const std::string& name) {
+  GroupRef g = t.Make(name);
+  EXPECT_TRUE(g->SetMax(Pages(1)).ok());
+  EXPECT_TRUE(g->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  return g;
+}
+
 TEST(OomTest, HandlerThatFreesMemoryLetsTheChargeSucceed) {
   TestController t;
   GroupRef g = t.Make("g");
@@ -42,9 +50,7 @@ TEST(OomTest, HandlerThatFreesMemoryLetsTheChargeSucceed) {
 
 TEST(OomTest, WithoutAHandlerTheChargeFailsWithResourceExhausted) {
   TestController t;
-  GroupRef g = t.Make("g");
-  ASSERT_TRUE(g->SetMax(Pages(1)).ok());
-  ASSERT_TRUE(g->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  GroupRef g = MakeFull(t, "g");
   ChargeResult r = g->TryCharge(Pages(1));
   EXPECT_EQ(r.code, StatusCode::kResourceExhausted);
   EXPECT_EQ(r.limited_by, g.get());
@@ -55,9 +61,7 @@ TEST(OomTest, WithoutAHandlerTheChargeFailsWithResourceExhausted) {
 
 TEST(OomTest, HandlerWithoutProgressFailsAfterOneCall) {
   TestController t;
-  GroupRef g = t.Make("g");
-  ASSERT_TRUE(g->SetMax(Pages(1)).ok());
-  ASSERT_TRUE(g->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  GroupRef g = MakeFull(t, "g");
   int calls = 0;
   t.ctrl->SetOomHandler([&](const OomContext&) {
     ++calls;
@@ -70,9 +74,7 @@ TEST(OomTest, HandlerWithoutProgressFailsAfterOneCall) {
 
 TEST(OomTest, LyingHandlerCannotLoopForever) {
   TestController t;
-  GroupRef g = t.Make("g");
-  ASSERT_TRUE(g->SetMax(Pages(1)).ok());
-  ASSERT_TRUE(g->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  GroupRef g = MakeFull(t, "g");
   int calls = 0;
   t.ctrl->SetOomHandler([&](const OomContext&) {
     ++calls;
