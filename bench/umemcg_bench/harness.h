@@ -44,9 +44,10 @@ struct Params {
   int tenants = 8;               // multitenant leaves
   int softirq_threads = 2;       // multitenant charging threads
   std::string mode = "process";  // pagefault: process, thread or both
-  uint64_t object_size = 0;      // kmem: 0 = 64 (1 thread) / 4096 (N)
-  bool pin = true;               // pin threads to distinct allowed CPUs
-  bool progress = false;         // progress lines on stderr
+  bool single_task_baseline = true;  // pagefault: also measure 1 task
+  uint64_t object_size = 0;          // kmem: 0 = 64 (1 thread) / 4096 (N)
+  bool pin = true;                   // pin threads to distinct allowed CPUs
+  bool progress = false;             // progress lines on stderr
 };
 
 // One measured configuration (medians over the repeats).

@@ -37,7 +37,8 @@ struct Cli {
   bool quiet = false;
   bool no_pin = false;
   std::string plots;
-  double seconds = 0;  // 0: default (1.0, quick 0.3; statread 2.5 / 1.0)
+  double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 1.0)
+  int repeat = 0;      // 0: default (3, quick 5)
 };
 
 // The run of one scenario inside `all` (or alone), with its defaults.
@@ -47,10 +48,11 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
   if (cli.seconds > 0) {
     p.seconds = cli.seconds;
   } else if (cli.quick) {
-    p.seconds = statread ? 1.0 : 0.3;
+    p.seconds = statread ? 1.0 : 0.4;
   } else {
     p.seconds = statread ? 2.5 : 1.0;
   }
+  p.repeat = cli.repeat > 0 ? cli.repeat : (cli.quick ? 5 : 3);
   if (all && scenario == "sendfile" && p.batches.empty()) {
     p.batches = {16, 32, 64, 127};
   }
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 3600.0));
   app.add_option("--iterations", cli.p.iterations,
                  "kmem single-thread iterations");
-  app.add_option("--repeat", cli.p.repeat, "repeats (medians are reported)")
+  app.add_option("--repeat", cli.repeat,
+                 "repeats, medians reported (default 3, --quick 5)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--payload", cli.p.payload,
                  "bytes copied per message (sendfile, multitenant)")
@@ -109,6 +112,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"process", "thread", "both"}));
   app.add_option("--object-size", cli.p.object_size, "kmem object bytes")
       ->check(CLI::Range(8, 1 << 20));
+  bool no_single_task = false;
+  app.add_flag("--no-single-task", no_single_task,
+               "pagefault: measure only --threads N tasks, not also 1 "
+               "(no scalability field)");
   app.add_flag("--json", cli.json, "JSON lines on stdout");
   app.add_option("--plots", cli.plots, "write SVG plots (gnuplot) to DIR");
   app.add_flag("--quick", cli.quick, "short runs (all: < 5 minutes)");
@@ -116,6 +123,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", cli.quiet, "no progress lines on stderr");
   CLI11_PARSE(app, argc, argv);
   cli.p.pin = !cli.no_pin;
+  cli.p.single_task_baseline = !no_single_task;
   cli.p.progress = !cli.quiet;
 
   for (const std::string& v : cli.p.variants) {

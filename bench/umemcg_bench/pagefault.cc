@@ -29,7 +29,8 @@
 //
 // Fields (will-it-scale / LKP, 1.1): per_task_ops (ops/s per task),
 // scalability (total at N / (N x total at 1 task, same variant, depth and
-// mode)), ns_per_op (per task), vs_unaccounted.
+// mode; measured when 1 task was too: --threads N runs 1 and N tasks
+// unless --no-single-task), ns_per_op (per task), vs_unaccounted.
 //
 // The run also checks the statistics: after it, the leaf's exact pgfault
 // count equals the faults done and every page statistic is back to zero.
@@ -260,6 +261,7 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
       p.threads > 0 ? p.threads : static_cast<int>(AllowedCpus().size());
   std::vector<int> thread_counts = {1};
   if (n > 1) thread_counts.push_back(n);
+  if (n > 1 && !p.single_task_baseline) thread_counts = {n};
   const std::vector<int> depths =
       p.depth > 0 ? std::vector<int>{p.depth} : std::vector<int>{2, 4};
   std::vector<std::string> modes = {p.mode};
