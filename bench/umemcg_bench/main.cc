@@ -27,6 +27,14 @@
 namespace {
 
 using umemcg::bench::Params;
+
+// True if `scenario` offers `variant`.
+bool Offers(const std::string& scenario, const std::string& variant) {
+  for (const std::string& k : umemcg::bench::ScenarioVariants(scenario)) {
+    if (k == variant) return true;
+  }
+  return false;
+}
 using umemcg::bench::Result;
 
 struct Cli {
@@ -129,10 +137,7 @@ int main(int argc, char** argv) {
   for (const std::string& v : cli.p.variants) {
     bool known = false;
     for (const std::string& s : umemcg::bench::ScenarioNames()) {
-      if (cli.scenario != "all" && s != cli.scenario) continue;
-      for (const std::string& k : umemcg::bench::ScenarioVariants(s)) {
-        known |= k == v;
-      }
+      if (cli.scenario == "all" || s == cli.scenario) known |= Offers(s, v);
     }
     if (!known) {
       std::fprintf(stderr, "umemcg-bench: unknown variant '%s' for %s\n",
@@ -159,9 +164,7 @@ int main(int argc, char** argv) {
     if (all && !p.variants.empty()) {
       std::vector<std::string> mine;
       for (const std::string& v : p.variants) {
-        for (const std::string& k : umemcg::bench::ScenarioVariants(s)) {
-          if (k == v) mine.push_back(v);
-        }
+        if (Offers(s, v)) mine.push_back(v);
       }
       if (mine.empty()) continue;
       p.variants = mine;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -39,6 +40,12 @@ Status MakeDir(const std::string& dir) {
   return Status::Ok();
 }
 
+std::string Fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
 std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
@@ -51,6 +58,16 @@ StatusOr<std::string> Plot(const std::string& dir, const std::string& name,
                            const std::string& ylabel, bool logx,
                            const std::vector<Series>& series,
                            const std::string& style) {
+  // Tics at the measured x values (threads, batches) when few.
+  std::set<double> xs;
+  for (const Series& s : series) {
+    for (const auto& pt : s.points) xs.insert(pt.first);
+  }
+  std::string xtics;
+  if (xs.size() <= 12) {
+    for (double x : xs) xtics += (xtics.empty() ? "" : ", ") + Fmt(x);
+    xtics = "set xtics (" + xtics + ")\n";
+  }
   const std::string svg = dir + "/" + name + ".svg";
   const std::string gp = dir + "/" + name + ".gp";
   std::ofstream script(gp);
@@ -62,7 +79,8 @@ StatusOr<std::string> Plot(const std::string& dir, const std::string& name,
          << "set xlabel " << Quote(xlabel) << "\n"
          << "set ylabel " << Quote(ylabel) << "\n"
          << "set key outside right top noenhanced\nset grid\n"
-         << (logx ? "set logscale x\n" : "");
+         << "set format y '%.3g'\n"
+         << (logx ? "set logscale x\n" : "") << xtics;
   std::string plot = "plot ";
   for (size_t i = 0; i < series.size(); ++i) {
     const std::string dat = dir + "/" + name + "-" + std::to_string(i) + ".dat";

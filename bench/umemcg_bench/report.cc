@@ -166,6 +166,13 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
     c.verdict = Verdict(c);
     out.push_back(std::move(c));
   };
+  // ops/s of variant a over variant b of `scenario` at `depth` (-1: any)
+  // and `threads` (-1: the largest measured).
+  auto ops_ratio = [&](const char* scenario, const char* a, const char* b,
+                       int depth, int threads) {
+    return Ops(Find(rs, scenario, a, -1, depth, threads)) /
+           Ops(Find(rs, scenario, b, -1, depth, threads));
+  };
   const Result* sf64 = Find(rs, "sendfile", "umemcg", 64);
   const Result* sf32 = Find(rs, "sendfile", "umemcg", 32);
   const Result* sfu = Find(rs, "sendfile", "unaccounted");
@@ -226,35 +233,23 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
        NAN, NAN});
   add({"pagefault1: pergroup vs global (depth 2, N tasks, ops/s)",
        "per_process 270249 -> 261369, 2 levels [Y5]", 261368.709 / 270249.164,
-       Ops(Find(rs, "pagefault1", "pergroup", -1, 2)) /
-           Ops(Find(rs, "pagefault1", "global", -1, 2)),
-       NAN, NAN});
+       ops_ratio("pagefault1", "pergroup", "global", 2, -1), NAN, NAN});
   add({"pagefault3: pergroup vs global (depth 2, N tasks, ops/s)",
        "per_process 1295808 -> 1275580, 2 levels [Y5]",
        1275579.873 / 1295807.782,
-       Ops(Find(rs, "pagefault3", "pergroup", -1, 2)) /
-           Ops(Find(rs, "pagefault3", "global", -1, 2)),
-       NAN, NAN});
+       ops_ratio("pagefault3", "pergroup", "global", 2, -1), NAN, NAN});
   add({"pagefault1: naive-walk vs global (depth 4, N tasks, ops/s)",
        "per_process -6.02%, 4 levels (v2, no early stop) [Y1]", 1 - 0.0602,
-       Ops(Find(rs, "pagefault1", "naive-walk", -1, 4)) /
-           Ops(Find(rs, "pagefault1", "global", -1, 4)),
-       NAN, NAN});
+       ops_ratio("pagefault1", "naive-walk", "global", 4, -1), NAN, NAN});
   add({"pagefault3: naive-walk vs global (depth 4, N tasks, ops/s)",
        "per_process -3.93%, 4 levels [Y1]", 1 - 0.0393,
-       Ops(Find(rs, "pagefault3", "naive-walk", -1, 4)) /
-           Ops(Find(rs, "pagefault3", "global", -1, 4)),
-       NAN, NAN});
+       ops_ratio("pagefault3", "naive-walk", "global", 4, -1), NAN, NAN});
   add({"fallocate: naive-walk vs global (depth 4, N tasks, ops/s)",
        "fallocate1 per_thread 36509 -> 27079 [Y7]", 27079.0 / 36509.0,
-       Ops(Find(rs, "fallocate", "naive-walk", -1, 4)) /
-           Ops(Find(rs, "fallocate", "global", -1, 4)),
-       NAN, NAN});
+       ops_ratio("fallocate", "naive-walk", "global", 4, -1), NAN, NAN});
   add({"fallocate: pergroup (early stop) vs global (depth 4, N tasks)",
        "fixed to +3.3% after the follow-ups [Y11]", 1.033,
-       Ops(Find(rs, "fallocate", "pergroup", -1, 4)) /
-           Ops(Find(rs, "fallocate", "global", -1, 4)),
-       NAN, NAN});
+       ops_ratio("fallocate", "pergroup", "global", 4, -1), NAN, NAN});
   return out;
 }
 
