@@ -45,7 +45,7 @@ struct Cli {
   bool quiet = false;
   bool no_pin = false;
   std::string plots;
-  double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 1.0)
+  double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 2.0)
   int repeat = 0;      // 0: default (3, quick 5)
 };
 
@@ -56,7 +56,7 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
   if (cli.seconds > 0) {
     p.seconds = cli.seconds;
   } else if (cli.quick) {
-    p.seconds = statread ? 1.0 : 0.4;
+    p.seconds = statread ? 2.0 : 0.4;
   } else {
     p.seconds = statread ? 2.5 : 1.0;
   }

@@ -129,18 +129,23 @@ nlohmann::json ToJson(const Result& r) {
   return j;
 }
 
+// |ln ratio| below this is "no effect" (the kernel threads treat 3-10%
+// as noise).
+constexpr double kNoEffect = 0.05;
+
 std::string Verdict(const Claim& c) {
   if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
   const bool has_target =
       !std::isnan(c.target_min) || !std::isnan(c.target_max);
   const double m = std::log(c.measured);
   const double k = std::log(c.kernel_ratio);
-  // Direction: the same side of 1 as the kernel's (both within 3% of 1
+  // Direction: the same side of 1 as the kernel's (both within 5% of 1
   // count as "no effect" on both sides); with only a target, the side the
   // target is on.
   bool direction;
   if (!std::isnan(c.kernel_ratio)) {
-    direction = (std::abs(k) < 0.03 && std::abs(m) < 0.03) || m * k > 0;
+    direction =
+        (std::abs(k) < kNoEffect && std::abs(m) < kNoEffect) || m * k > 0;
   } else if (!std::isnan(c.target_min)) {
     direction = c.target_min >= 1 ? m > 0 : true;
   } else {
@@ -155,7 +160,7 @@ std::string Verdict(const Claim& c) {
   if (std::isnan(c.kernel_ratio)) return "n/a";
   if (!direction) return "no";
   const bool size =
-      (std::abs(k) < 0.03 && std::abs(m) < 0.03) ||
+      (std::abs(k) < kNoEffect && std::abs(m) < kNoEffect) ||
       (std::abs(m) >= std::abs(k) / 2 && std::abs(m) <= 2 * std::abs(k));
   return size ? "yes" : "partly";
 }

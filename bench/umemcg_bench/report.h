@@ -8,7 +8,8 @@
 // Verdicts. With a target from the issue: "yes" when it is met, "partly"
 // when the direction is right but the target missed, "no" otherwise.
 // Without one: "yes" when the direction matches the kernel's and the
-// effect's size (|ln ratio|) is within a factor of two of the kernel's,
+// effect's size (|ln ratio|) is within a factor of two of the kernel's (or
+// both are below 0.05, "no effect"),
 // "partly" when only the direction matches, "no" otherwise; "n/a" when a
 // side was not measured.
 //
