@@ -130,6 +130,8 @@ double RunTimed(
   const auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   std::this_thread::sleep_until(start + std::chrono::duration<double>(seconds));
+  // Relaxed: `stop` only ends the loops and publishes no data; the bodies'
+  // results are read after join(), which synchronises with them.
   stop.store(true, std::memory_order_relaxed);
   const auto end = std::chrono::steady_clock::now();
   for (std::thread& t : team) t.join();

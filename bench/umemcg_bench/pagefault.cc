@@ -103,6 +103,7 @@ void TaskLoop(Kind kind, const Accounting& a, std::shared_mutex* mm_lock,
       }
       pending = 0;
     };
+    // Relaxed: `stop` publishes nothing (see RunTimed).
     while (!stop.load(std::memory_order_relaxed)) {
       if (g != nullptr) {
         if (!g->TryCharge(Pages(2), kChargeDefault, StatItem::kShmem).ok()) {
@@ -119,9 +120,11 @@ void TaskLoop(Kind kind, const Accounting& a, std::shared_mutex* mm_lock,
     truncate();
     return;
   }
+  // Relaxed: `stop` publishes nothing (see RunTimed).
   while (!stop.load(std::memory_order_relaxed)) {
     uint64_t faulted = 0;
     for (; faulted < kRegionPages; ++faulted) {
+      // Relaxed: `stop` publishes nothing (see RunTimed).
       if (stop.load(std::memory_order_relaxed)) break;
       if (mm_lock != nullptr) mm_lock->lock_shared();
       char* page = pool.get() + (faulted % kPoolPages) * kPageSize;
