@@ -161,8 +161,12 @@ TEST(UmemcgBenchTest, StatreadLatencies) {
   }
 }
 
-TEST(UmemcgBenchTest, UnknownScenarioIsAnError) {
+TEST(UmemcgBenchTest, UnknownScenarioOrNoConfigurationIsAnError) {
   EXPECT_FALSE(RunScenario("nope", Tiny()).ok());
+  Params p = Tiny();
+  p.threads = 2;
+  p.variants = {"immediate"};  // single-thread only
+  EXPECT_FALSE(RunScenario("kmem", p).ok());
 }
 
 TEST(UmemcgBenchTest, CheckBalancedCatchesLeftoverCharges) {

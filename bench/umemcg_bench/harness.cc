@@ -27,6 +27,11 @@ StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
                                              std::vector<Config> configs,
                                              int repeat, bool progress) {
   if (repeat < 1) repeat = 1;
+  if (configs.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  scenario + ": no configuration matches these settings "
+                             "(variant names, --threads)");
+  }
   std::vector<std::vector<Sample>> samples(configs.size());
   const size_t total = configs.size() * static_cast<size_t>(repeat);
   size_t done = 0;
