@@ -17,7 +17,9 @@
 # Writes one JSON-lines file per step (OUTDIR/<step>.json, the format of
 # `umemcg-bench --json`), its human report and progress (OUTDIR/<step>.log)
 # and OUTDIR/machine.txt (CPU model, counts, kernel, the binary's machine
-# line).
+# line), then OUTDIR/report.txt (`umemcg-bench report` of all of it: tables,
+# seed claims at the largest thread counts) and OUTDIR/plots/ (SVGs, when
+# gnuplot is installed there).
 #
 # Duration: each step's cost is estimated as configurations x REPEAT x
 # SECONDS_PER_POINT plus SETUP_S; a step that would end past BUDGET_S
@@ -125,4 +127,10 @@ for w in 2 4 8; do
   run "multitenant-w$w" 3 multitenant --tenants 16 --softirq-threads "$w"
 done
 
+# Tables, seed claims at the largest thread counts and plots (gnuplot, if
+# installed) of everything measured.
+if ls "$out"/*.json >/dev/null 2>&1; then
+  "$bin" report --from "$out"/*.json --plots "$out/plots" > "$out/report.txt" 2>&1 ||
+    echo "report: see $out/report.txt (plots need gnuplot)" >&2
+fi
 echo "done in $(( SECONDS - start )) s; JSON in $out/ (skipped: $(wc -l < "$out/skipped.txt"))" >&2

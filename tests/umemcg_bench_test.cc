@@ -212,6 +212,54 @@ TEST(UmemcgBenchTest, SeedClaimsFromResults) {
   EXPECT_EQ(claims[1].verdict, "n/a");  // no unaccounted result
 }
 
+TEST(UmemcgBenchTest, JsonRoundTripAndScalabilityAcrossFiles) {
+  Result one{.scenario = "pagefault1",
+             .variant = "pergroup",
+             .batch = 64,
+             .threads = 1,
+             .depth = 4,
+             .mode = "process",
+             .repeat = 3,
+             .seconds = 0.5,
+             .ops = 5e5,
+             .ops_per_sec = 1e6};
+  one.fields["per_task_ops"] = 1e6;
+  one.latencies_us = {1, 2, 3};
+  Result four = one;
+  four.threads = 4;
+  four.ops_per_sec = 3e6;
+  const std::string path = ::testing::TempDir() + "umemcg_bench_rt_" +
+                           std::to_string(getpid()) + ".json";
+  {
+    std::ofstream out(path);
+    out << ToJson(one).dump() << "\n\n" << ToJson(four).dump() << "\n";
+  }
+  auto back = ReadJsonLines({path});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back.value().size(), 2u);
+  const Result& r = back.value()[0];
+  EXPECT_EQ(r.scenario, "pagefault1");
+  EXPECT_EQ(r.variant, "pergroup");
+  EXPECT_EQ(r.batch, 64);
+  EXPECT_EQ(r.depth, 4);
+  EXPECT_EQ(r.mode, "process");
+  EXPECT_EQ(r.repeat, 3);
+  EXPECT_DOUBLE_EQ(r.ops_per_sec, 1e6);
+  EXPECT_DOUBLE_EQ(r.field("per_task_ops"), 1e6);
+  EXPECT_TRUE(std::isnan(r.field("cpus")));  // machine keys are not fields
+  EXPECT_EQ(r.latencies_us.front(), 1);
+  EXPECT_EQ(r.latencies_us.back(), 3);
+  AddScalability(back.value());
+  EXPECT_DOUBLE_EQ(back.value()[1].field("scalability"), 0.75);
+  {
+    std::ofstream out(path);
+    out << "{\"scenario\": \"x\"}\n";  // required keys missing
+  }
+  EXPECT_FALSE(ReadJsonLines({path}).ok());
+  std::filesystem::remove(path);
+  EXPECT_FALSE(ReadJsonLines({path}).ok());  // missing file
+}
+
 TEST(UmemcgBenchTest, PlotsAreSvg) {
   if (std::system("gnuplot --version >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "gnuplot not installed";

@@ -29,8 +29,9 @@ StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
   if (repeat < 1) repeat = 1;
   if (configs.empty()) {
     return Status(StatusCode::kInvalidArgument,
-                  scenario + ": no configuration matches these settings "
-                             "(variant names, --threads)");
+                  scenario +
+                      ": no configuration matches these settings "
+                      "(variant names, --threads)");
   }
   std::vector<std::vector<Sample>> samples(configs.size());
   const size_t total = configs.size() * static_cast<size_t>(repeat);
@@ -102,6 +103,18 @@ void AddOverheads(std::vector<Result>& results) {
           u.mode == r.mode && u.ops_per_sec > 0) {
         r.fields["vs_unaccounted"] = r.ops_per_sec / u.ops_per_sec;
         r.fields["overhead_vs_unaccounted"] = 1 - r.ops_per_sec / u.ops_per_sec;
+      }
+    }
+  }
+}
+
+void AddScalability(std::vector<Result>& results) {
+  for (Result& r : results) {
+    for (const Result& one : results) {
+      if (one.threads == 1 && one.scenario == r.scenario &&
+          one.variant == r.variant && one.batch == r.batch &&
+          one.depth == r.depth && one.mode == r.mode && one.ops_per_sec > 0) {
+        r.fields["scalability"] = r.ops_per_sec / (r.threads * one.ops_per_sec);
       }
     }
   }

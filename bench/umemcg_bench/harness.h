@@ -103,6 +103,11 @@ StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
 // threads and mode) and overhead_vs_unaccounted (1 - that) to each result.
 void AddOverheads(std::vector<Result>& results);
 
+// Adds scalability = ops/s / (threads x ops/s of the 1-thread result with
+// the same scenario, variant, batch, depth and mode) where one exists
+// (will-it-scale's, with the single-task run of the same mode as base).
+void AddScalability(std::vector<Result>& results);
+
 // ---- Threads ----
 
 // The CPU thread `index` of a team should be pinned to: the index-th

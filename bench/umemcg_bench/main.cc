@@ -8,6 +8,9 @@
 //                [--seconds S] [--iterations N] [--repeat R] [--json]
 //                [--plots DIR] [--quick] ...
 //   umemcg-bench all --quick --plots out/plots
+//   umemcg-bench report --from FILE.json... [--plots DIR]
+//                (tables, seed claims and plots of earlier --json output,
+//                e.g. bench/scaling-sweep.sh's directory)
 //
 // Output: a machine line, a settings line and a table per scenario
 // (stdout); with --json one JSON object per measured configuration per
@@ -45,6 +48,7 @@ struct Cli {
   bool quiet = false;
   bool no_pin = false;
   std::string plots;
+  std::vector<std::string> from;  // report: JSON-lines files
   double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 2.0)
   int repeat = 0;      // 0: default (3, quick 5)
 };
@@ -68,6 +72,55 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
   return p;
 }
 
+// Prints the plots of `results` into cli.plots (if set); false on errors.
+bool Plots(const Cli& cli, const std::vector<Result>& results,
+           std::FILE* human) {
+  if (cli.plots.empty()) return true;
+  auto svgs = umemcg::bench::WritePlots(cli.plots, results);
+  if (!svgs.ok()) {
+    std::fprintf(stderr, "umemcg-bench: plots: %s\n",
+                 svgs.status().ToString().c_str());
+    return false;
+  }
+  std::fprintf(human, "plots (%zu SVG) in %s/:\n", svgs.value().size(),
+               cli.plots.c_str());
+  for (const std::string& f : svgs.value()) {
+    std::fprintf(human, "  %s\n", f.c_str());
+  }
+  return true;
+}
+
+// `report`: tables, seed claims and plots of earlier JSON output.
+int Report(const Cli& cli) {
+  if (cli.from.empty()) {
+    std::fprintf(stderr, "umemcg-bench: report needs --from FILE...\n");
+    return 2;
+  }
+  auto results = umemcg::bench::ReadJsonLines(cli.from);
+  if (!results.ok()) {
+    std::fprintf(stderr, "umemcg-bench: %s\n",
+                 results.status().ToString().c_str());
+    return 1;
+  }
+  // Scalability across files (the sweep measures each thread count apart).
+  umemcg::bench::AddScalability(results.value());
+  std::printf("report of %zu results from %zu files\n", results.value().size(),
+              cli.from.size());
+  for (const std::string& s : umemcg::bench::ScenarioNames()) {
+    std::vector<Result> part;
+    for (const Result& r : results.value()) {
+      if (r.scenario == s) part.push_back(r);
+    }
+    if (part.empty()) continue;
+    std::printf("\n");
+    umemcg::bench::PrintTable(stdout, part);
+  }
+  std::printf("\nseed claims (ratios of medians; largest thread counts):\n");
+  umemcg::bench::PrintClaims(stdout,
+                             umemcg::bench::SeedClaims(results.value()));
+  return Plots(cli, results.value(), stdout) ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,6 +130,7 @@ int main(int argc, char** argv) {
       "measured side by side as ratios"};
   std::vector<std::string> scenarios = umemcg::bench::ScenarioNames();
   scenarios.push_back("all");
+  scenarios.push_back("report");
   app.add_option("scenario", cli.scenario, "scenario to run")
       ->required()
       ->check(CLI::IsMember(scenarios));
@@ -126,6 +180,8 @@ int main(int argc, char** argv) {
                "(no scalability field)");
   app.add_flag("--json", cli.json, "JSON lines on stdout");
   app.add_option("--plots", cli.plots, "write SVG plots (gnuplot) to DIR");
+  app.add_option("--from", cli.from,
+                 "report: JSON-lines files written with --json");
   app.add_flag("--quick", cli.quick, "short runs (all: < 5 minutes)");
   app.add_flag("--no-pin", cli.no_pin, "do not pin threads to CPUs");
   app.add_flag("--quiet", cli.quiet, "no progress lines on stderr");
@@ -145,6 +201,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+
+  if (cli.scenario == "report") return Report(cli);
 
   const bool all = cli.scenario == "all";
   std::vector<std::string> to_run = {cli.scenario};
@@ -206,19 +264,6 @@ int main(int argc, char** argv) {
       human, "\ntotal %.1f s\n",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
-  if (!cli.plots.empty()) {
-    auto svgs = umemcg::bench::WritePlots(cli.plots, everything);
-    if (!svgs.ok()) {
-      std::fprintf(stderr, "umemcg-bench: plots: %s\n",
-                   svgs.status().ToString().c_str());
-      rc = 1;
-    } else {
-      std::fprintf(human, "plots (%zu SVG) in %s/:\n", svgs.value().size(),
-                   cli.plots.c_str());
-      for (const std::string& f : svgs.value()) {
-        std::fprintf(human, "  %s\n", f.c_str());
-      }
-    }
-  }
+  if (!Plots(cli, everything, human)) rc = 1;
   return rc;
 }

@@ -298,14 +298,7 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
       RunInterleaved(scenario, std::move(configs), p.repeat, p.progress);
   if (!results.ok()) return results;
   std::vector<Result>& rs = results.value();
-  for (Result& r : rs) {
-    for (const Result& one : rs) {
-      if (one.threads == 1 && one.variant == r.variant &&
-          one.depth == r.depth && one.mode == r.mode && one.ops_per_sec > 0) {
-        r.fields["scalability"] = r.ops_per_sec / (r.threads * one.ops_per_sec);
-      }
-    }
-  }
+  AddScalability(rs);
   AddOverheads(rs);
   return results;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <string>
 
 namespace umemcg::bench {
@@ -51,6 +52,8 @@ const Result* Find(const std::vector<Result>& rs, const std::string& scenario,
   }
   return best;
 }
+
+constexpr int kLatencyQuantiles = 200;
 
 double Ops(const Result* r) { return r == nullptr ? NAN : r->ops_per_sec; }
 double Field(const Result* r, const char* f) {
@@ -126,7 +129,77 @@ nlohmann::json ToJson(const Result& r) {
       j[k] = v;
     }
   }
+  if (!r.latencies_us.empty()) {
+    std::vector<double> q;
+    for (int i = 0; i <= kLatencyQuantiles; ++i) {
+      q.push_back(Percentile(r.latencies_us,
+                             static_cast<double>(i) / kLatencyQuantiles));
+    }
+    j["latency_quantiles_us"] = q;
+  }
   return j;
+}
+
+StatusOr<Result> FromJson(const nlohmann::json& j) {
+  static const std::set<std::string> kIdentity = {
+      "scenario", "variant",    "batch",
+      "threads",  "depth",      "mode",
+      "seconds",  "ops",        "ops_per_sec",
+      "repeat",   "balanced",   "ops_per_sec_samples",
+      "cpus",     "cpu_source", "latency_quantiles_us"};
+  Result r;
+  try {
+    r.scenario = j.at("scenario").get<std::string>();
+    r.variant = j.at("variant").get<std::string>();
+    r.batch = j.at("batch").get<int>();
+    r.threads = j.at("threads").get<int>();
+    r.depth = j.value("depth", 0);
+    r.mode = j.value("mode", std::string());
+    r.seconds = j.at("seconds").get<double>();
+    r.ops = j.at("ops").get<double>();
+    r.ops_per_sec = j.at("ops_per_sec").get<double>();
+    r.repeat = j.at("repeat").get<int>();
+    r.balanced = j.value("balanced", false);
+    r.ops_per_sec_samples =
+        j.value("ops_per_sec_samples", std::vector<double>());
+    r.latencies_us = j.value("latency_quantiles_us", std::vector<double>());
+    for (const auto& [k, v] : j.items()) {
+      if (kIdentity.count(k) == 0 && v.is_number()) {
+        r.fields[k] = v.get<double>();
+      } else if (kIdentity.count(k) == 0 && v.is_null()) {
+        r.fields[k] = NAN;
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status(StatusCode::kInvalidArgument, e.what());
+  }
+  return r;
+}
+
+StatusOr<std::vector<Result>> ReadJsonLines(
+    const std::vector<std::string>& files) {
+  std::vector<Result> out;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) return Status(StatusCode::kNotFound, "cannot read " + f);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) {
+        return Status(StatusCode::kInvalidArgument,
+                      f + ":" + std::to_string(n) + ": not JSON");
+      }
+      auto r = FromJson(j);
+      if (!r.ok()) {
+        return Status(StatusCode::kInvalidArgument,
+                      f + ":" + std::to_string(n) + ": " +
+                          std::string(r.status().message()));
+      }
+      out.push_back(std::move(r).value());
+    }
+  }
+  return out;
 }
 
 // |ln ratio| below this is "no effect" (the kernel threads treat 3-10%

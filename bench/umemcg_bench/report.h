@@ -40,8 +40,18 @@ void PrintTable(std::FILE* out, const std::vector<Result>& results);
 
 // The JSON object of one result: scenario, variant, batch, threads,
 // seconds, ops, ops_per_sec, repeat, depth, mode, balanced,
-// ops_per_sec_samples, cpus, cpu_source and every scenario field.
+// ops_per_sec_samples, cpus, cpu_source, every scenario field, and for
+// results with latencies latency_quantiles_us (201 quantiles, 0..100%).
 nlohmann::json ToJson(const Result& r);
+
+// The inverse of ToJson: identity and medians, every other numeric key as
+// a field (cpus dropped), latencies from `latency_quantiles_us`.
+// kInvalidArgument when a required key is missing or mistyped.
+StatusOr<Result> FromJson(const nlohmann::json& j);
+// Reads files of JSON lines (umemcg-bench --json output; blank lines
+// skipped), in order.
+StatusOr<std::vector<Result>> ReadJsonLines(
+    const std::vector<std::string>& files);
 
 struct Claim {
   std::string name;    // "sendfile: batch 64 vs 32 (msgs/s)"
