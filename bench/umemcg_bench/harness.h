@@ -122,6 +122,15 @@ int CpuForThread(int index, bool pin);
 double RunTimed(int n, bool pin, double seconds,
                 const std::function<void(int, const std::atomic<bool>&)>& body);
 
+// The loop condition of a RunTimed body that has done `done` operations:
+// true until `stop`, and always before the first operation, so every
+// thread does at least one whatever the scheduler does (runs stay
+// non-empty on a loaded machine or under sanitizers).
+inline bool KeepRunning(const std::atomic<bool>& stop, uint64_t done) {
+  // Relaxed: `stop` publishes nothing (see RunTimed).
+  return done == 0 || !stop.load(std::memory_order_relaxed);
+}
+
 // Busy-wait helper for threads waiting on a partner: spins briefly, then
 // yields (the partner may share this CPU with other load).
 void Backoff(int& spins);

@@ -141,9 +141,7 @@ StatusOr<Sample> RunThreads(const std::string& variant, int threads,
   const double secs = RunTimed(threads, p.pin, p.seconds,
                                [&](int i, const std::atomic<bool>& stop) {
                                  Count& c = counts[static_cast<size_t>(i)];
-                                 // Relaxed: `stop` publishes nothing (see
-                                 // RunTimed).
-                                 while (!stop.load(std::memory_order_relaxed)) {
+                                 while (KeepRunning(stop, c.ops)) {
                                    if (objcg == nullptr) {
                                      UnaccountedPair(size);
                                    } else if (!AccountedPair(objcg, size)) {

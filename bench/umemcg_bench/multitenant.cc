@@ -60,8 +60,7 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
         std::vector<decltype(make(0))> acct;
         for (int t : mine) acct.push_back(make(t));
         std::vector<char> user(std::max<uint64_t>(payload, 1));
-        // Relaxed: `stop` publishes nothing (see RunTimed).
-        while (!stop.load(std::memory_order_relaxed)) {
+        while (KeepRunning(stop, tot.msgs)) {
           for (int q = 0; q < kRoundsPerDelivery; ++q) {
             for (size_t i = 0; i < mine.size(); ++i) {
               Tenant& t = state[static_cast<size_t>(mine[i])];

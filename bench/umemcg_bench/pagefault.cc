@@ -83,11 +83,19 @@ struct alignas(64) TaskTotals {
   bool failed = false;
 };
 
+// The pages one task writes (and, pagefault2, copies from), allocated and
+// touched before the timed run.
+struct TaskPages {
+  PageBuffer pool = AllocPages(kPoolPages, 0);
+  PageBuffer cache;
+};
+
 // One task's loop until `stop`.
 void TaskLoop(Kind kind, const Accounting& a, std::shared_mutex* mm_lock,
-              const std::atomic<bool>& stop, TaskTotals& tot) {
-  PageBuffer pool = AllocPages(kPoolPages, 0);
-  PageBuffer cache = kind == Kind::kPf2 ? AllocPages(kPoolPages, 7) : nullptr;
+              const TaskPages& pages, const std::atomic<bool>& stop,
+              TaskTotals& tot) {
+  char* const pool = pages.pool.get();
+  const char* const cache = pages.cache.get();
   Group* g = a.group;
   if (kind == Kind::kFallocate) {
     uint64_t pending = 0;  // ops since the last truncate
@@ -103,8 +111,7 @@ void TaskLoop(Kind kind, const Accounting& a, std::shared_mutex* mm_lock,
       }
       pending = 0;
     };
-    // Relaxed: `stop` publishes nothing (see RunTimed).
-    while (!stop.load(std::memory_order_relaxed)) {
+    while (KeepRunning(stop, tot.ops)) {
       if (g != nullptr) {
         if (!g->TryCharge(Pages(2), kChargeDefault, StatItem::kShmem).ok()) {
           tot.failed = true;
@@ -120,18 +127,16 @@ void TaskLoop(Kind kind, const Accounting& a, std::shared_mutex* mm_lock,
     truncate();
     return;
   }
-  // Relaxed: `stop` publishes nothing (see RunTimed).
-  while (!stop.load(std::memory_order_relaxed)) {
+  while (KeepRunning(stop, tot.ops)) {
     uint64_t faulted = 0;
     for (; faulted < kRegionPages; ++faulted) {
-      // Relaxed: `stop` publishes nothing (see RunTimed).
-      if (stop.load(std::memory_order_relaxed)) break;
+      if (!KeepRunning(stop, tot.ops)) break;
       if (mm_lock != nullptr) mm_lock->lock_shared();
-      char* page = pool.get() + (faulted % kPoolPages) * kPageSize;
+      char* page = pool + (faulted % kPoolPages) * kPageSize;
       if (kind == Kind::kPf1) {
         std::memset(page, 0, kPageSize);
       } else if (kind == Kind::kPf2) {
-        std::memcpy(page, cache.get() + (faulted % kPoolPages) * kPageSize,
+        std::memcpy(page, cache + (faulted % kPoolPages) * kPageSize,
                     kPageSize);
       } else {
         page[faulted % kPageSize] = 1;
@@ -211,9 +216,14 @@ StatusOr<Sample> RunOnce(Kind kind, const std::string& variant, int threads,
   }
   std::shared_mutex mm_lock;
   std::vector<TaskTotals> totals(static_cast<size_t>(threads));
+  std::vector<TaskPages> pages(static_cast<size_t>(threads));
+  if (kind == Kind::kPf2) {
+    for (TaskPages& t : pages) t.cache = AllocPages(kPoolPages, 7);
+  }
   const double secs = RunTimed(
       threads, p.pin, p.seconds, [&](int i, const std::atomic<bool>& stop) {
-        TaskLoop(kind, acct, thread_mode ? &mm_lock : nullptr, stop,
+        TaskLoop(kind, acct, thread_mode ? &mm_lock : nullptr,
+                 pages[static_cast<size_t>(i)], stop,
                  totals[static_cast<size_t>(i)]);
       });
   Sample s;

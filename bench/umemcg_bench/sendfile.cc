@@ -92,8 +92,7 @@ StatusOr<PairTotals> RunPairs(int pairs, bool pin, double seconds,
     SenderState& s = senders[static_cast<size_t>(pair)];
     Accountant a = acct;
     uint64_t consumed_seen = 0;
-    // Relaxed: `stop` publishes nothing (see RunTimed).
-    while (!stop.load(std::memory_order_relaxed)) {
+    while (KeepRunning(stop, s.sent)) {
       if (s.sent - consumed_seen >= kRingMessages) {
         consumed_seen = ch.consumed.load(std::memory_order_acquire);
         if (s.sent - consumed_seen >= kRingMessages) {

@@ -82,8 +82,7 @@ StatusOr<Sample> RunOnce(const std::string& variant, int groups, int writers,
           std::mt19937 rng(12345);
           lat_us.reserve(static_cast<size_t>(p.seconds * 1e4) + 16);
           auto next = std::chrono::steady_clock::now();
-          // Relaxed: `stop` publishes nothing (see RunTimed).
-          while (!stop.load(std::memory_order_relaxed)) {
+          while (KeepRunning(stop, lat_us.size())) {
             next += kReadInterval;
             std::this_thread::sleep_until(next);
             Group* g = all[rng() % all.size()].get();
@@ -102,8 +101,7 @@ StatusOr<Sample> RunOnce(const std::string& variant, int groups, int writers,
         }
         WriterTotals& t = totals[static_cast<size_t>(i - 1)];
         size_t k = static_cast<size_t>(i);
-        // Relaxed: `stop` publishes nothing (see RunTimed).
-        while (!stop.load(std::memory_order_relaxed)) {
+        while (KeepRunning(stop, t.updates)) {
           for (int j = 0; j < 64; ++j) {
             const int64_t delta = (t.updates & 1) ? -1 : 2;
             hot[k++ % hot.size()]->ModState(StatItem::kAnon, delta);
