@@ -94,9 +94,9 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ctrl->obj_stock_ = std::make_unique<internal::ObjStock>(
       *cpu, info.obj_stock_slots, info.batch, info.obj_stat_cache,
       info.obj_stock);
-  ctrl->info_.obj_stock_rseq = ctrl->obj_stock_->rseq();
   ctrl->stock_ = std::make_unique<internal::ChargeStock>(
       std::move(cpu).value(), info.batch, info.stock_slots);
+  ctrl->info_.stock_rseq = ctrl->stock_->rseq();
   internal::Rstat::Options ro;
   ro.batch = info.batch;
   ro.nr_items = stat_names.size();

@@ -113,11 +113,11 @@ struct ControllerInfo {
   int obj_stock_slots = 0;
   bool obj_stat_cache = true;
   bool obj_stock = true;
-  // The object stock's hit paths commit through restartable sequences (no
-  // atomic read-modify-write): rseq CPU source, one shard per CPU, x86-64,
-  // membarrier RSEQ fences, not a TSan build. Otherwise they take the
-  // shard's try-lock.
-  bool obj_stock_rseq = false;
+  // The page and object stocks' hit paths commit through restartable
+  // sequences (no atomic read-modify-write): rseq CPU source, one shard per
+  // CPU, x86-64, membarrier RSEQ fences, not a TSan build. Otherwise they
+  // take the shard's try-lock.
+  bool stock_rseq = false;
   int nr_cpus = 0;
   CpuSource cpu_source = CpuSource::kAuto;  // never kAuto here
   bool recursive_protection = false;
