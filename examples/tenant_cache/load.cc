@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
     if (k == "--keys") keys = std::atol(v.c_str());
   }
   if (port <= 0) {
-    std::fprintf(stderr, "usage: tenant_cache_load --port=N [--tenants=a,b] "
-                         "[--requests=N] [--value-size=B] [--keys=N]\n");
+    std::fprintf(stderr,
+                 "usage: tenant_cache_load --port=N [--tenants=a,b] "
+                 "[--requests=N] [--value-size=B] [--keys=N]\n");
     return 2;
   }
   std::vector<std::string> names;
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
                 results[t].hits, results[t].misses);
   }
   Client c(port);
-  if (c.ok() && c.Send("stats\r\n")) std::fputs(c.ReadUntil("END\r\n").c_str(), stdout);
+  if (c.ok() && c.Send("stats\r\n"))
+    std::fputs(c.ReadUntil("END\r\n").c_str(), stdout);
   return 0;
 }

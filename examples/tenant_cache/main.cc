@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   }
   if (!premium.empty()) {
     umemcg::Status s = cache.value()->CreateTenant(premium);
-    if (s.ok()) s = cache.value()->WriteFile(premium, "memory.low", premium_low);
+    if (s.ok())
+      s = cache.value()->WriteFile(premium, "memory.low", premium_low);
     if (!s.ok()) {
       std::fprintf(stderr, "tenant_cache: premium tenant: %s\n",
                    s.ToString().c_str());
@@ -87,8 +88,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  auto server = tenant_cache::Server::Start(*cache.value(),
-                                            static_cast<uint16_t>(port));
+  auto server =
+      tenant_cache::Server::Start(*cache.value(), static_cast<uint16_t>(port));
   if (!server.ok()) {
     std::fprintf(stderr, "tenant_cache: %s\n",
                  server.status().ToString().c_str());

@@ -106,8 +106,8 @@ void Server::Serve(Connection* conn) {
     const bool keep = session.Process(in, out);
     size_t sent = 0;
     while (sent < out.size()) {
-      const ssize_t w = send(conn->fd, out.data() + sent, out.size() - sent,
-                             MSG_NOSIGNAL);
+      const ssize_t w =
+          send(conn->fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) break;
       sent += static_cast<size_t>(w);

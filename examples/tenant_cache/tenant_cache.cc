@@ -63,8 +63,7 @@ class Tenant final : public umemcg::Reclaimer {
     return evictions_.load(std::memory_order_relaxed);
   }
 
-  SetResult Set(std::string_view key, std::string_view value,
-                uint32_t flags) {
+  SetResult Set(std::string_view key, std::string_view value, uint32_t flags) {
     // Everything that allocates (and so may charge, reclaim and evict,
     // from this tenant too) happens before taking mu_.
     Lru fresh(&resource_);

@@ -87,12 +87,12 @@ typedef int (*umemcg_preload_remove_group_fn)(const char* path);
 /* Figures as the interposer counts them. Exact when no thread allocates or
  * frees concurrently. */
 typedef struct umemcg_preload_stats {
-  int64_t live_bytes;         /* bytes charged for live blocks */
-  int64_t live_blocks;        /* live blocks charged to a group */
-  int64_t unaccounted_bytes;  /* live blocks charged to nothing */
-  uint64_t charge_failures;   /* allocations refused (UMEMCG_ENFORCE) */
-  uint64_t foreign_frees;     /* free/realloc of pointers not ours */
-  int enforce;                /* UMEMCG_ENFORCE in effect */
+  int64_t live_bytes;        /* bytes charged for live blocks */
+  int64_t live_blocks;       /* live blocks charged to a group */
+  int64_t unaccounted_bytes; /* live blocks charged to nothing */
+  uint64_t charge_failures;  /* allocations refused (UMEMCG_ENFORCE) */
+  uint64_t foreign_frees;    /* free/realloc of pointers not ours */
+  int enforce;               /* UMEMCG_ENFORCE in effect */
 } umemcg_preload_stats_t;
 int umemcg_preload_get_stats(umemcg_preload_stats_t* out);
 typedef int (*umemcg_preload_get_stats_fn)(umemcg_preload_stats_t* out);

@@ -45,8 +45,8 @@ void __libc_free(void* p);
 
 namespace umemcg::preload {
 
-__thread ThreadState tls_state __attribute__((tls_model("initial-exec"))) = {
-    nullptr, 0};
+__thread ThreadState tls_state
+    __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
 std::atomic<ObjCgroup*> g_default_objcg{nullptr};
 ChargeFlags g_charge_flags = kChargeAtomic | ChargeFlags::kNoThrottle;
 CounterShard g_counters[kCounterShards];
@@ -86,8 +86,8 @@ inline uint64_t CheckWord(const void* p, uintptr_t owner) {
   uint64_t s = g_secret.load(std::memory_order_relaxed);
   if (__builtin_expect(s == 0, 0)) s = InitSecret();
   // murmur3's fmix64 over secret ^ address ^ owner.
-  uint64_t x = s ^ reinterpret_cast<uintptr_t>(p) ^
-               (owner * 0x9e3779b97f4a7c15ull);
+  uint64_t x =
+      s ^ reinterpret_cast<uintptr_t>(p) ^ (owner * 0x9e3779b97f4a7c15ull);
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
@@ -155,8 +155,8 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return nullptr;
   }
-  const size_t offset = align <= kMallocAlign ? kHeaderSize
-                                              : std::max(align, kHeaderSize);
+  const size_t offset =
+      align <= kMallocAlign ? kHeaderSize : std::max(align, kHeaderSize);
   const uint64_t total = size + offset;
   if (owner != nullptr && !Charge(owner, total)) {
     errno = ENOMEM;
@@ -392,8 +392,7 @@ size_t malloc_usable_size(void* p) {
   const size_t field = static_cast<const size_t*>(p)[-1];
   const size_t chunk = field & ~size_t{7};
   if (chunk == 0) return 0;
-  return (field & 2) != 0 ? chunk - 2 * sizeof(size_t)
-                          : chunk - sizeof(size_t);
+  return (field & 2) != 0 ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
 }
 
 }  // extern "C"
@@ -436,9 +435,7 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { Free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { Free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { Free(p); }
 void operator delete(void* p, size_t, std::align_val_t) noexcept { Free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept {
-  Free(p);
-}
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { Free(p); }
 void operator delete(void* p, std::align_val_t,
                      const std::nothrow_t&) noexcept {
   Free(p);

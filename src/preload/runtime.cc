@@ -157,20 +157,23 @@ void Init() {
 
   if (const char* dir = std::getenv("UMEMCG_MOUNT"); dir && *dir) {
     if (umemcg_preload_ops_mount == nullptr) {
-      Warn("umemcg-preload: UMEMCG_MOUNT=%s ignored: built without the "
-           "operations module (MountFs)%s\n", dir);
+      Warn(
+          "umemcg-preload: UMEMCG_MOUNT=%s ignored: built without the "
+          "operations module (MountFs)%s\n",
+          dir);
     } else if (int err = umemcg_preload_ops_mount(rt->controller.get(), dir)) {
       Warn("umemcg-preload: UMEMCG_MOUNT=%s: %s\n", dir, std::strerror(err));
     }
   }
   if (const char* addr = std::getenv("UMEMCG_METRICS"); addr && *addr) {
     if (umemcg_preload_ops_metrics == nullptr) {
-      Warn("umemcg-preload: UMEMCG_METRICS=%s ignored: built without the "
-           "operations module (ServeMetrics)%s\n", addr);
+      Warn(
+          "umemcg-preload: UMEMCG_METRICS=%s ignored: built without the "
+          "operations module (ServeMetrics)%s\n",
+          addr);
     } else if (int err =
                    umemcg_preload_ops_metrics(rt->controller.get(), addr)) {
-      Warn("umemcg-preload: UMEMCG_METRICS=%s: %s\n", addr,
-           std::strerror(err));
+      Warn("umemcg-preload: UMEMCG_METRICS=%s: %s\n", addr, std::strerror(err));
     }
   }
   g_runtime.store(rt, std::memory_order_release);
@@ -325,13 +328,12 @@ int umemcg_preload_report(int fd) {
       line, sizeof(line),
       "umemcg-preload: live_bytes=%" PRId64 " accounted_bytes=%" PRId64
       " live_blocks=%" PRId64 " unaccounted_bytes=%" PRId64
-      " usage_pages=%" PRIu64 " max_events=%" PRIu64
-      " charge_failures=%" PRIu64 " foreign_frees=%" PRIu64 "\n",
+      " usage_pages=%" PRIu64 " max_events=%" PRIu64 " charge_failures=%" PRIu64
+      " foreign_frees=%" PRIu64 "\n",
       s.live_bytes, accounted, s.live_blocks, s.unaccounted_bytes, usage,
       max_events, s.charge_failures, s.foreign_frees);
   if (n <= 0) return EIO;
-  return write(fd, line, std::min<size_t>(n, sizeof(line) - 1)) < 0 ? errno
-                                                                    : 0;
+  return write(fd, line, std::min<size_t>(n, sizeof(line) - 1)) < 0 ? errno : 0;
 }
 
 }  // extern "C"

@@ -62,7 +62,8 @@ TEST(MemoryResourceTest, AnyAlignmentIsRespectedAndCharged) {
   for (size_t align = 1; align <= (size_t{1} << 16); align <<= 1) {
     void* p = res.allocate(24, align);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << align;
-    EXPECT_EQ(MemoryResource::ChargedSizeOf(p), 24 + std::max<size_t>(align, 16));
+    EXPECT_EQ(MemoryResource::ChargedSizeOf(p),
+              24 + std::max<size_t>(align, 16));
     std::memset(p, 0xab, 24);
     res.deallocate(p, 24, align);
   }
@@ -271,8 +272,8 @@ TEST(MemoryResourceTest, PmrContainersBalance) {
     std::pmr::string s("a string long enough to leave the SSO buffer", &res);
     std::pmr::unordered_map<std::pmr::string, std::pmr::vector<int>> m(&res);
     for (int i = 0; i < 500; ++i) {
-      m[std::pmr::string("key-number-" + std::to_string(i), &res)]
-          .assign(i % 50, i);
+      m[std::pmr::string("key-number-" + std::to_string(i), &res)].assign(
+          i % 50, i);
     }
     t.Drain();
     EXPECT_GT(g->StatExact(StatItem::kSlabReclaimable), 40000);
@@ -295,13 +296,13 @@ TEST(AllocatorTest, StdContainersBalance) {
   {
     std::vector<double, Allocator<double>> v{Allocator<double>(&ra)};
     v.resize(1000);
-    std::map<int, int, std::less<int>, Allocator<std::pair<const int, int>>>
-        m{Allocator<std::pair<const int, int>>(&ra)};
+    std::map<int, int, std::less<int>, Allocator<std::pair<const int, int>>> m{
+        Allocator<std::pair<const int, int>>(&ra)};
     for (int i = 0; i < 100; ++i) m[i] = i;
     std::list<int, Allocator<int>> l{Allocator<int>(&rb)};
     for (int i = 0; i < 100; ++i) l.push_back(i);
-    using String = std::basic_string<char, std::char_traits<char>,
-                                     Allocator<char>>;
+    using String =
+        std::basic_string<char, std::char_traits<char>, Allocator<char>>;
     String s(500, 'x', Allocator<char>(&rb));
     t.Drain();
     EXPECT_GE(Slab(*a), int64_t(8000 + 100 * 48));

@@ -6,6 +6,8 @@
 // the tenant that caused them, live limit changes through the admin
 // command, and memory.low protection of a premium tenant.
 
+#include "tenant_cache.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,7 +19,6 @@
 
 #include "protocol.h"
 #include "server.h"
-#include "tenant_cache.h"
 #include "umemcg/umemcg.h"
 
 namespace tenant_cache {
@@ -55,8 +56,8 @@ class Client {
     return out;
   }
   std::string Set(const std::string& key, const std::string& value) {
-    return Call("set " + key + " 0 0 " + std::to_string(value.size()) +
-                "\r\n" + value + "\r\n");
+    return Call("set " + key + " 0 0 " + std::to_string(value.size()) + "\r\n" +
+                value + "\r\n");
   }
   std::string Get(const std::string& key) {
     return Call("get " + key + "\r\n", "END\r\n");
@@ -100,9 +101,9 @@ struct Fixture {
 
 int64_t StatKey(const std::string& text, const std::string& key) {
   const size_t at = text.find("\n" + key + " ");
-  if (at == std::string::npos) return text.rfind(key + " ", 0) == 0
-                                           ? std::stoll(text.substr(key.size()))
-                                           : -1;
+  if (at == std::string::npos)
+    return text.rfind(key + " ", 0) == 0 ? std::stoll(text.substr(key.size()))
+                                         : -1;
   return std::stoll(text.substr(at + key.size() + 2));
 }
 
@@ -131,7 +132,8 @@ TEST(TenantCacheTest, SetGetDeleteAndMalformedCommandsOverLoopback) {
   EXPECT_EQ(c.Call("delete a:k1\r\n"), "DELETED\r\n");
   EXPECT_EQ(c.Call("delete a:k1\r\n"), "NOT_FOUND\r\n");
   EXPECT_EQ(c.Set("plainkey", "v"), "STORED\r\n");  // tenant "default"
-  EXPECT_EQ(c.Get("default:plainkey"), "VALUE default:plainkey 0 1\r\nv\r\nEND\r\n");
+  EXPECT_EQ(c.Get("default:plainkey"),
+            "VALUE default:plainkey 0 1\r\nv\r\nEND\r\n");
   EXPECT_EQ(c.Call("admin write a memory.max 1M\r\n"), "OK\r\n");
   EXPECT_EQ(c.Call("admin read a memory.max\r\n", "END\r\n"),
             "FILE 8\r\n1048576\n\r\nEND\r\n");

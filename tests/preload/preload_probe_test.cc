@@ -13,8 +13,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <malloc.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -125,9 +125,9 @@ TEST_F(PreloadTest, MallocFamilyChargesRequestPlusHeaderExactly) {
   void* e = Escape(malloc(0));
   const int64_t during = Live();
   const size_t usable_b = malloc_usable_size(b);
-  const bool zeroed = std::all_of(static_cast<char*>(c),
-                                  static_cast<char*>(c) + 1000,
-                                  [](char x) { return x == 0; });
+  const bool zeroed =
+      std::all_of(static_cast<char*>(c), static_cast<char*>(c) + 1000,
+                  [](char x) { return x == 0; });
   free(a);
   free(b);
   free(c);
