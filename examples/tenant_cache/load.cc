@@ -9,11 +9,6 @@
 //   tenant_cache_load --port=N [--tenants=a,b,c] [--requests=N]
 //                     [--value-size=BYTES] [--keys=N]
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,56 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "client.h"
+
 namespace {
+
+using tenant_cache::LoopbackClient;
 
 struct Result {
   long stored = 0, refused = 0, hits = 0, misses = 0;
-};
-
-class Client {
- public:
-  explicit Client(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~Client() {
-    if (fd_ >= 0) close(fd_);
-  }
-  bool ok() const { return fd_ >= 0; }
-  bool Send(const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      const ssize_t n = write(fd_, s.data() + off, s.size() - off);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // Reads until `end` terminates the buffer.
-  std::string ReadUntil(std::string_view end) {
-    while (buf_.find(end) == std::string::npos) {
-      char tmp[65536];
-      const ssize_t n = read(fd_, tmp, sizeof(tmp));
-      if (n <= 0) break;
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
-    const size_t at = buf_.find(end);
-    const size_t cut = at == std::string::npos ? buf_.size() : at + end.size();
-    std::string out = buf_.substr(0, cut);
-    buf_.erase(0, cut);
-    return out;
-  }
-
- private:
-  int fd_ = -1;
-  std::string buf_;
 };
 
 }  // namespace
@@ -107,20 +60,17 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (size_t t = 0; t < names.size(); ++t) {
     threads.emplace_back([&, t] {
-      Client c(port);
+      LoopbackClient c(static_cast<uint16_t>(port));
       if (!c.ok()) return;
       const std::string value(static_cast<size_t>(value_size), 'v');
       for (long i = 0; i < requests; ++i) {
-        const std::string key = names[t] + ":k" + std::to_string(i % keys);
-        c.Send("set " + key + " 0 0 " + std::to_string(value_size) + "\r\n" +
-               value + "\r\n");
-        const std::string r = c.ReadUntil("\r\n");
+        const std::string r =
+            c.Set(names[t] + ":k" + std::to_string(i % keys), value);
         (r == "STORED\r\n" ? results[t].stored : results[t].refused)++;
         if (i % 2 == 1) {
           const std::string back =
               names[t] + ":k" + std::to_string((i * 7919) % keys);
-          c.Send("get " + back + "\r\n");
-          const std::string g = c.ReadUntil("END\r\n");
+          const std::string g = c.Get(back);
           (g.rfind("VALUE", 0) == 0 ? results[t].hits : results[t].misses)++;
         }
       }
@@ -132,8 +82,7 @@ int main(int argc, char** argv) {
                 names[t].c_str(), results[t].stored, results[t].refused,
                 results[t].hits, results[t].misses);
   }
-  Client c(port);
-  if (c.ok() && c.Send("stats\r\n"))
-    std::fputs(c.ReadUntil("END\r\n").c_str(), stdout);
+  LoopbackClient c(static_cast<uint16_t>(port));
+  if (c.ok()) std::fputs(c.Call("stats\r\n", "END\r\n").c_str(), stdout);
   return 0;
 }

@@ -109,6 +109,26 @@ StatusOr<GroupRef> FindOrCreate(Runtime& rt, std::string_view path) {
   return parent;
 }
 
+// Hands UMEMCG_MOUNT / UMEMCG_METRICS to the operations module, if linked
+// in (ops_seam.h); otherwise says why the setting is ignored.
+void StartOps(Runtime& rt, const char* env, const char* what,
+              int (*start)(Controller*, const char*)) {
+  const char* value = std::getenv(env);
+  if (value == nullptr || *value == '\0') return;
+  if (start == nullptr) {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "umemcg-preload: %s=%%s ignored: built without the "
+                  "operations module (%s)%%s\n",
+                  env, what);
+    Warn(line, value);
+  } else if (int err = start(rt.controller.get(), value)) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "umemcg-preload: %s=%%s: %%s\n", env);
+    Warn(line, value, std::strerror(err));
+  }
+}
+
 void Init() {
   HookGuard guard;
   ControllerOptions options;
@@ -155,27 +175,8 @@ void Init() {
                        : kChargeAtomic | ChargeFlags::kNoThrottle;
   if (const char* v = std::getenv("UMEMCG_REPORT")) rt->report = v;
 
-  if (const char* dir = std::getenv("UMEMCG_MOUNT"); dir && *dir) {
-    if (umemcg_preload_ops_mount == nullptr) {
-      Warn(
-          "umemcg-preload: UMEMCG_MOUNT=%s ignored: built without the "
-          "operations module (MountFs)%s\n",
-          dir);
-    } else if (int err = umemcg_preload_ops_mount(rt->controller.get(), dir)) {
-      Warn("umemcg-preload: UMEMCG_MOUNT=%s: %s\n", dir, std::strerror(err));
-    }
-  }
-  if (const char* addr = std::getenv("UMEMCG_METRICS"); addr && *addr) {
-    if (umemcg_preload_ops_metrics == nullptr) {
-      Warn(
-          "umemcg-preload: UMEMCG_METRICS=%s ignored: built without the "
-          "operations module (ServeMetrics)%s\n",
-          addr);
-    } else if (int err =
-                   umemcg_preload_ops_metrics(rt->controller.get(), addr)) {
-      Warn("umemcg-preload: UMEMCG_METRICS=%s: %s\n", addr, std::strerror(err));
-    }
-  }
+  StartOps(*rt, "UMEMCG_MOUNT", "MountFs", umemcg_preload_ops_mount);
+  StartOps(*rt, "UMEMCG_METRICS", "ServeMetrics", umemcg_preload_ops_metrics);
   g_runtime.store(rt, std::memory_order_release);
   // From here on, every thread's blocks are charged (release: the hooks
   // see g_charge_flags and a complete objcg).

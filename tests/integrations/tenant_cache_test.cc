@@ -8,15 +8,12 @@
 
 #include "tenant_cache.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <memory>
 #include <string>
 
+#include "client.h"
 #include "protocol.h"
 #include "server.h"
 #include "umemcg/umemcg.h"
@@ -24,49 +21,7 @@
 namespace tenant_cache {
 namespace {
 
-class Client {
- public:
-  explicit Client(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  }
-  ~Client() { close(fd_); }
-
-  // Sends `request`, returns the reply up to and including `end`.
-  std::string Call(const std::string& request, std::string_view end = "\r\n") {
-    size_t off = 0;
-    while (off < request.size()) {
-      const ssize_t n = write(fd_, request.data() + off, request.size() - off);
-      if (n <= 0) return "write failed";
-      off += static_cast<size_t>(n);
-    }
-    while (buf_.find(end) == std::string::npos) {
-      char tmp[65536];
-      const ssize_t n = read(fd_, tmp, sizeof(tmp));
-      if (n <= 0) return "closed: " + buf_;
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
-    const size_t cut = buf_.find(end) + end.size();
-    std::string out = buf_.substr(0, cut);
-    buf_.erase(0, cut);
-    return out;
-  }
-  std::string Set(const std::string& key, const std::string& value) {
-    return Call("set " + key + " 0 0 " + std::to_string(value.size()) + "\r\n" +
-                value + "\r\n");
-  }
-  std::string Get(const std::string& key) {
-    return Call("get " + key + "\r\n", "END\r\n");
-  }
-
- private:
-  int fd_ = -1;
-  std::string buf_;
-};
+using Client = LoopbackClient;
 
 struct Fixture {
   explicit Fixture(CacheOptions options) {

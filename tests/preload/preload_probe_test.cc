@@ -46,21 +46,20 @@ struct Api {
   }
 };
 
+template <class Fn>
+void Resolve(Fn* fn, const char* name) {
+  *fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
 const Api& api() {
   static const Api a = [] {
     Api r;
-    r.set_group = reinterpret_cast<umemcg_preload_set_group_fn>(
-        dlsym(RTLD_DEFAULT, "umemcg_preload_set_group"));
-    r.get_stats = reinterpret_cast<umemcg_preload_get_stats_fn>(
-        dlsym(RTLD_DEFAULT, "umemcg_preload_get_stats"));
-    r.read_file = reinterpret_cast<umemcg_preload_read_file_fn>(
-        dlsym(RTLD_DEFAULT, "umemcg_preload_read_file"));
-    r.write_file = reinterpret_cast<umemcg_preload_write_file_fn>(
-        dlsym(RTLD_DEFAULT, "umemcg_preload_write_file"));
-    r.sync = reinterpret_cast<umemcg_preload_sync_fn>(
-        dlsym(RTLD_DEFAULT, "umemcg_preload_sync"));
-    r.remove_group = reinterpret_cast<umemcg_preload_remove_group_fn>(
-        dlsym(RTLD_DEFAULT, "umemcg_preload_remove_group"));
+    Resolve(&r.set_group, "umemcg_preload_set_group");
+    Resolve(&r.get_stats, "umemcg_preload_get_stats");
+    Resolve(&r.read_file, "umemcg_preload_read_file");
+    Resolve(&r.write_file, "umemcg_preload_write_file");
+    Resolve(&r.sync, "umemcg_preload_sync");
+    Resolve(&r.remove_group, "umemcg_preload_remove_group");
     return r;
   }();
   return a;
