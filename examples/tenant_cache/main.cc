@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
     }
   }
   // Block the stop signals before any thread starts; wait for one below.
+  // (A shell starts background jobs with SIGINT ignored; an ignored signal
+  // is discarded, not queued for sigwait, so restore the default first.)
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
