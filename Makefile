@@ -8,7 +8,7 @@
 # Debian packages are installed with apt-get only when missing.
 
 DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev nlohmann-json3-dev
+                libbenchmark-dev nlohmann-json3-dev python3 sqlite3
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
