@@ -73,6 +73,11 @@ class FuseFs final : public Attachment {
   const timespec& mount_time() const { return mount_time_; }
 
   void AddOpenFile(OpenFile* f);
+  // The open file behind `fh` (null if unknown). Taking mu_ here also
+  // orders the opening thread's writes to the file before the requests
+  // that use it, which libfuse hands to other threads through the kernel
+  // (a path ThreadSanitizer cannot see).
+  OpenFile* Find(uint64_t fh);
   // Forgets `f` (and its poll handle) and deletes it.
   void ReleaseOpenFile(OpenFile* f);
   // poll(): POLLPRI | POLLERR when `f` changed since its last read;

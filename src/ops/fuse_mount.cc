@@ -166,6 +166,12 @@ void FuseFs::AddOpenFile(OpenFile* f) {
   open_files_.insert(f);
 }
 
+FuseFs::OpenFile* FuseFs::Find(uint64_t fh) {
+  auto* f = reinterpret_cast<OpenFile*>(static_cast<uintptr_t>(fh));
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_files_.count(f) != 0 ? f : nullptr;
+}
+
 void FuseFs::ReleaseOpenFile(OpenFile* f) {
   {
     std::lock_guard<std::mutex> lock(mu_);

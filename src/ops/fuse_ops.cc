@@ -96,7 +96,7 @@ void FillCommonStat(struct stat* st) {
 }
 
 FuseFs::OpenFile* Handle(const fuse_file_info* fi) {
-  return reinterpret_cast<FuseFs::OpenFile*>(static_cast<uintptr_t>(fi->fh));
+  return fi == nullptr || fi->fh == 0 ? nullptr : Fs().Find(fi->fh);
 }
 
 // ---- Operations ----
@@ -116,8 +116,7 @@ void* Init(fuse_conn_info* conn, fuse_config* cfg) {
 int GetAttr(const char* path, struct stat* st, fuse_file_info* fi) {
   std::memset(st, 0, sizeof(*st));
   FillCommonStat(st);
-  if (fi != nullptr && fi->fh != 0) {  // fstat of an open file
-    FuseFs::OpenFile* f = Handle(fi);
+  if (FuseFs::OpenFile* f = Handle(fi)) {  // fstat of an open file
     std::lock_guard<std::mutex> lock(f->mu);
     FillFileStat(*f->file, st);
     return 0;
@@ -145,7 +144,7 @@ int ReadDir(const char* path, void* buf, fuse_fill_dir_t fill, off_t,
     fill(buf, name.c_str(), nullptr, 0, fuse_fill_dir_flags{});
   }
   // A group named like a memory file is hidden by the file (the mount
-  // refuses to create one: EEXIST).
+  // refuses to create one: EEXIST). CreateGroup refuses "." and "..".
   for (const std::string& name : g.ChildNames()) {
     if (IsFileName(g, name)) continue;
     fill(buf, name.c_str(), nullptr, 0, fuse_fill_dir_flags{});
@@ -182,13 +181,14 @@ int Open(const char* path, fuse_file_info* fi) {
 }
 
 int Release(const char*, fuse_file_info* fi) {
-  Fs().ReleaseOpenFile(Handle(fi));
+  if (FuseFs::OpenFile* f = Handle(fi)) Fs().ReleaseOpenFile(f);
   return 0;
 }
 
 int Read(const char*, char* buf, size_t size, off_t offset,
          fuse_file_info* fi) {
   FuseFs::OpenFile* f = Handle(fi);
+  if (f == nullptr) return -EBADF;
   std::lock_guard<std::mutex> lock(f->mu);
   // seq_file: the text is made when reading from the start, and later
   // offsets continue in it.
@@ -208,6 +208,7 @@ int Read(const char*, char* buf, size_t size, off_t offset,
 int Write(const char*, const char* buf, size_t size, off_t,
           fuse_file_info* fi) {
   FuseFs::OpenFile* f = Handle(fi);
+  if (f == nullptr) return -EBADF;
   // The kernel's rule: an O_NONBLOCK write to memory.max/high only sets.
   const WriteMode mode = (fi->flags & O_NONBLOCK) != 0 ? WriteMode::kNonBlocking
                                                        : WriteMode::kBlocking;
@@ -221,7 +222,7 @@ int Write(const char*, const char* buf, size_t size, off_t,
 int Truncate(const char* path, off_t, fuse_file_info* fi) {
   // O_TRUNC on a writable file (`echo 1G > memory.max`) is accepted and
   // changes nothing, as in cgroupfs.
-  if (fi != nullptr && fi->fh != 0) return 0;
+  if (Handle(fi) != nullptr) return 0;
   Node node;
   if (const int err = Resolve(path, &node); err != 0) return err;
   if (!node.file) return -EISDIR;
@@ -249,7 +250,12 @@ int RmDir(const char* path) {
 
 int Poll(const char*, fuse_file_info* fi, fuse_pollhandle* ph,
          unsigned* revents) {
-  *revents = Fs().Poll(Handle(fi), ph);
+  FuseFs::OpenFile* f = Handle(fi);
+  if (f == nullptr) {
+    if (ph != nullptr) fuse_pollhandle_destroy(ph);
+    return -EBADF;
+  }
+  *revents = Fs().Poll(f, ph);
   return 0;
 }
 

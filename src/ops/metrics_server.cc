@@ -12,6 +12,8 @@
 // lines and oversized headers are 400); the pre-routing handler answers
 // everything that is not GET /metrics before any body is read.
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -139,6 +141,12 @@ class Server final : public internal::Attachment {
         1, static_cast<time_t>(options.read_timeout.count() / 1000)));
     http_.set_keep_alive_max_count(100);
     http_.set_payload_max_length(4096);
+    // Not httplib's default SO_REUSEPORT: a second server (or another
+    // process) must not be able to bind the same port and take scrapes.
+    http_.set_socket_options([](socket_t sock) {
+      const int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     const int threads = options.threads;
     const size_t max_pending = options.max_pending;
     http_.new_task_queue = [threads, max_pending] {

@@ -175,7 +175,9 @@ class DirectoryReader final : public TreeReader {
 
   Status Write(std::string_view path, std::string_view name,
                std::string_view text) override {
-    StatusOr<Fd> f = OpenFile(path, name, O_WRONLY);
+    // O_TRUNC is ignored by cgroupfs and by a umemcg mount, and makes a
+    // plain-file tree (a test fixture) hold exactly the value written.
+    StatusOr<Fd> f = OpenFile(path, name, O_WRONLY | O_TRUNC);
     if (!f.ok()) return f.status();
     // One write, as `echo` does: the kernel parses each write on its own.
     ssize_t n;

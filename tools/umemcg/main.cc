@@ -90,7 +90,12 @@ int main(int argc, char** argv) {
       "metrics", "Print the tree's metrics in the Prometheus text format");
   metrics->add_option("DIR", target, "Group directory")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; bad arguments are exit status 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   const std::string command = app.get_subcommands().front()->get_name();
   StatusOr<cli::Target> t = cli::OpenTarget(target, root);
