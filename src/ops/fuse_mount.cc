@@ -78,7 +78,11 @@ Status FuseFs::Start() {
   if (fuse_ == nullptr) {
     return Status(StatusCode::kFailedPrecondition, "fuse_new failed");
   }
-  if (fuse_mount(fuse_, path_.c_str()) != 0) {
+  // Mount (and later unmount) by absolute path: the process may chdir.
+  char* real = ::realpath(path_.c_str(), nullptr);
+  const std::string mount_point = real != nullptr ? real : path_;
+  std::free(real);
+  if (fuse_mount(fuse_, mount_point.c_str()) != 0) {
     fuse_destroy(fuse_);
     fuse_ = nullptr;
     return Status(StatusCode::kFailedPrecondition,

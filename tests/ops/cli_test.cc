@@ -43,19 +43,22 @@ class CliTest : public ::testing::Test {
     EXPECT_EQ(actual, ReadText(golden)) << "golden file " << golden;
   }
 
+  // Runs the tool with `args`: it must succeed and print testdata/<golden>.
+  void ExpectGoldenRun(const std::string& args, const std::string& golden) {
+    const Cmd c = Cli(args);
+    ASSERT_EQ(c.status, 0) << args << "\n" << c.out;
+    ExpectGolden(golden, c.out);
+  }
+
   TempDir dir_;
   std::string fix_;
 };
 
 TEST_F(CliTest, TreeGolden) {
-  Cmd c = Cli("tree " + Quote(fix_));
-  ASSERT_EQ(c.status, 0) << c.out;
-  ExpectGolden("tree.txt", c.out);
-  c = Cli("--bytes tree " + Quote(fix_));
-  ASSERT_EQ(c.status, 0) << c.out;
-  ExpectGolden("tree_bytes.txt", c.out);
+  ExpectGoldenRun("tree " + Quote(fix_), "tree.txt");
+  ExpectGoldenRun("--bytes tree " + Quote(fix_), "tree_bytes.txt");
   // A subtree, by path and below a root.
-  c = Cli("--root " + Quote(fix_) + " tree web");
+  Cmd c = Cli("--root " + Quote(fix_) + " tree web");
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(c.out,
             "GROUP      CURRENT  HIGH   MAX\n"
@@ -70,10 +73,8 @@ TEST_F(CliTest, TreeGolden) {
 }
 
 TEST_F(CliTest, TopOnceGolden) {
-  Cmd c = Cli("top --once --delay 0 " + Quote(fix_));
-  ASSERT_EQ(c.status, 0) << c.out;
-  ExpectGolden("top_once.txt", c.out);
-  c = Cli("top --once --delay 0 --order name " + Quote(fix_));
+  ExpectGoldenRun("top --once --delay 0 " + Quote(fix_), "top_once.txt");
+  Cmd c = Cli("top --once --delay 0 --order name " + Quote(fix_));
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(c.out.substr(c.out.find('\n') + 1, 2), "/ ");
   // Batch mode: one table per refresh.
@@ -87,9 +88,7 @@ TEST_F(CliTest, TopOnceGolden) {
 }
 
 TEST_F(CliTest, MetricsGolden) {
-  Cmd c = Cli("metrics " + Quote(fix_));
-  ASSERT_EQ(c.status, 0) << c.out;
-  ExpectGolden("metrics.txt", c.out);
+  ExpectGoldenRun("metrics " + Quote(fix_), "metrics.txt");
 }
 
 TEST_F(CliTest, CatShowsSizesHumanOrRaw) {

@@ -157,100 +157,106 @@ std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
   return table.Render(max_rows);
 }
 
-int RunTop(Target& target, const TopOptions& options) {
-  StatusOr<MetricsSnapshot> before = Sample(target);
-  if (!before.ok()) {
-    std::fprintf(stderr, "umemcg top: %s\n",
-                 std::string(before.status().message()).c_str());
-    return 1;
-  }
-  if (options.once) {
-    std::this_thread::sleep_for(options.delay);
-    StatusOr<MetricsSnapshot> now = Sample(target);
-    if (!now.ok()) {
-      std::fprintf(stderr, "umemcg top: %s\n",
-                   std::string(now.status().message()).c_str());
-      return 1;
-    }
-    std::fputs(
-        RenderTop(before.value(), now.value(), options.order, options.raw)
-            .c_str(),
-        stdout);
-    return 0;
-  }
+namespace {
 
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  const bool interactive = !options.batch && isatty(STDOUT_FILENO);
+// A snapshot, or the error reported on stderr.
+std::optional<MetricsSnapshot> SampleOrReport(Target& target) {
+  StatusOr<MetricsSnapshot> s = Sample(target);
+  if (s.ok()) return std::move(s.value());
+  std::fprintf(stderr, "umemcg top: %s\n",
+               std::string(s.status().message()).c_str());
+  return std::nullopt;
+}
+
+// The sort order a key selects ('c', 'm', 'p', 'e', 'n').
+std::optional<TopOrder> OrderForKey(char key) {
+  static constexpr std::pair<char, TopOrder> kKeys[] = {
+      {'c', TopOrder::kCurrent},
+      {'m', TopOrder::kMax},
+      {'p', TopOrder::kPercent},
+      {'e', TopOrder::kEvents},
+      {'n', TopOrder::kName}};
+  for (const auto& [k, order] : kKeys) {
+    if (k == key) return order;
+  }
+  return std::nullopt;
+}
+
+// Prints a table per refresh until `iterations` (0: a signal).
+int RunBatch(Target& target, const TopOptions& options,
+             MetricsSnapshot previous) {
+  for (int i = 0; !g_interrupted; ++i) {
+    if (options.iterations > 0 && i >= options.iterations) break;
+    std::this_thread::sleep_for(options.delay);
+    if (g_interrupted) break;
+    std::optional<MetricsSnapshot> now = SampleOrReport(target);
+    if (!now) return 1;
+    std::fputs(
+        (RenderTop(previous, *now, options.order, options.raw) + "\n").c_str(),
+        stdout);
+    std::fflush(stdout);
+    previous = std::move(*now);
+  }
+  return 0;
+}
+
+// Redraws the terminal each refresh and answers keys until 'q' or a
+// signal.
+int RunInteractive(Target& target, const TopOptions& options,
+                   MetricsSnapshot previous) {
   RawTerminal terminal;  // restored on every return below
   TopOrder order = options.order;
-  MetricsSnapshot previous = std::move(before.value());
-  for (int i = 0; !g_interrupted; ++i) {
-    if (!interactive) {
-      if (options.iterations > 0 && i >= options.iterations) break;
-      std::this_thread::sleep_for(options.delay);
-      if (g_interrupted) break;
-    }
-    StatusOr<MetricsSnapshot> now = Sample(target);
-    if (!now.ok()) {
-      std::fprintf(stderr, "umemcg top: %s\n",
-                   std::string(now.status().message()).c_str());
-      return 1;
-    }
-    if (interactive) {
-      const size_t rows = TerminalRows();
-      char title[160];
-      std::snprintf(title, sizeof(title),
-                    "umemcg top: %zu groups, every %.1f s, order %s "
-                    "(keys c m p e n, q quits)\n",
-                    now.value().groups.size(),
-                    static_cast<double>(options.delay.count()) / 1000,
-                    TopOrderName(order));
-      std::string frame = "\x1b[H\x1b[2J";  // home, clear screen
-      frame += title;
-      frame += RenderTop(previous, now.value(), order, options.raw,
-                         rows > 3 ? rows - 3 : 1);
-      std::fputs(frame.c_str(), stdout);
-    } else {
-      std::fputs(RenderTop(previous, now.value(), order, options.raw).c_str(),
-                 stdout);
-      std::fputs("\n", stdout);
-    }
+  while (!g_interrupted) {
+    std::optional<MetricsSnapshot> now = SampleOrReport(target);
+    if (!now) return 1;
+    const size_t rows = TerminalRows();
+    char title[160];
+    std::snprintf(title, sizeof(title),
+                  "umemcg top: %zu groups, every %.1f s, order %s "
+                  "(keys c m p e n, q quits)\n",
+                  now->groups.size(),
+                  static_cast<double>(options.delay.count()) / 1000,
+                  TopOrderName(order));
+    std::string frame = "\x1b[H\x1b[2J";  // home, clear screen
+    frame += title;
+    frame +=
+        RenderTop(previous, *now, order, options.raw, rows > 3 ? rows - 3 : 1);
+    std::fputs(frame.c_str(), stdout);
     std::fflush(stdout);
-    previous = std::move(now.value());
-    if (!interactive) continue;
+    previous = std::move(*now);
     // Wait for the next refresh, answering keys meanwhile.
     pollfd in{STDIN_FILENO, POLLIN, 0};
     const int ready = poll(&in, terminal.active() ? 1 : 0,
                            static_cast<int>(options.delay.count()));
-    if (ready > 0 && (in.revents & POLLIN) != 0) {
-      char key = 0;
-      if (read(STDIN_FILENO, &key, 1) == 1) {
-        switch (key) {
-          case 'q':
-            return 0;
-          case 'c':
-            order = TopOrder::kCurrent;
-            break;
-          case 'm':
-            order = TopOrder::kMax;
-            break;
-          case 'p':
-            order = TopOrder::kPercent;
-            break;
-          case 'e':
-            order = TopOrder::kEvents;
-            break;
-          case 'n':
-            order = TopOrder::kName;
-            break;
-          default:
-            break;
-        }
-      }
+    char key = 0;
+    if (ready > 0 && (in.revents & POLLIN) != 0 &&
+        read(STDIN_FILENO, &key, 1) == 1) {
+      if (key == 'q') return 0;
+      order = OrderForKey(key).value_or(order);
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int RunTop(Target& target, const TopOptions& options) {
+  std::optional<MetricsSnapshot> before = SampleOrReport(target);
+  if (!before) return 1;
+  if (options.once) {
+    std::this_thread::sleep_for(options.delay);
+    std::optional<MetricsSnapshot> now = SampleOrReport(target);
+    if (!now) return 1;
+    std::fputs(RenderTop(*before, *now, options.order, options.raw).c_str(),
+               stdout);
+    return 0;
+  }
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  if (!options.batch && isatty(STDOUT_FILENO)) {
+    return RunInteractive(target, options, std::move(*before));
+  }
+  return RunBatch(target, options, std::move(*before));
 }
 
 }  // namespace umemcg::cli
