@@ -140,7 +140,9 @@ struct MetricsServerOptions {
   // Threads serving connections (1..64).
   int threads = 2;
   // A connection that sends nothing for this long (or cannot be written
-  // to) is closed: slow or stuck clients hold a thread at most this long.
+  // to) is closed: a stalled client holds a thread at most this long (one
+  // that trickles header lines, each within the timeout, holds it longer:
+  // httplib has no whole-request deadline).
   std::chrono::milliseconds read_timeout{5000};
   std::chrono::milliseconds write_timeout{5000};
   // Accepted connections waiting for a thread; past it the accepting thread

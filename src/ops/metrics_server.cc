@@ -9,8 +9,12 @@
 // max_pending; past it the accepting thread serves the next connection
 // itself, which stops accepting until it is done: the kernel's listen
 // backlog absorbs the rest. Requests are parsed by httplib (bad request
-// lines and oversized headers are 400); the pre-routing handler answers
-// everything that is not GET /metrics before any body is read.
+// lines and oversized header lines are 400); the pre-routing handler
+// answers everything that is not GET /metrics before any body is read.
+// Not bounded: the number of header lines, so a client that keeps sending
+// one line per read timeout holds its worker until it stops (httplib 0.11
+// has no whole-request deadline); `threads` bounds how many it can hold,
+// and the application's threads are never involved.
 
 #include <sys/socket.h>
 
@@ -139,7 +143,7 @@ class Server final : public internal::Attachment {
             [&](time_t s, time_t us) { http_.set_write_timeout(s, us); });
     http_.set_keep_alive_timeout(std::max<time_t>(
         1, static_cast<time_t>(options.read_timeout.count() / 1000)));
-    http_.set_keep_alive_max_count(100);
+    http_.set_keep_alive_max_count(10);
     http_.set_payload_max_length(4096);
     // Not httplib's default SO_REUSEPORT: a second server (or another
     // process) must not be able to bind the same port and take scrapes.
