@@ -88,7 +88,7 @@ struct TenantSpec {
 constexpr TenantSpec kTenants[] = {
     {"tenant-a", 96, 64, 16, 40},
     {"tenant-a/batch", 24, 0, 0, 20},
-    {"tenant-b", 48, 0, 0, 44},
+    {"tenant-b", 48, 0, 0, 52},  // working set over max: oom events
     {"tenant-c", 0, 128, 32, 24},
 };
 
