@@ -428,8 +428,9 @@ TEST_F(FuseMountTest, UnmountFromOutsideIsNoticed) {
 TEST_F(FuseMountTest, ShellReadsRaceWithTreeChanges) {
   std::atomic<bool> stop{false};
   std::thread changer([&] {
+    static constexpr const char* kNames[] = {"t0", "t1", "t2", "t3"};
     for (int i = 0; !stop.load(); ++i) {
-      auto g = ctrl_->CreateGroup(*b_, "t" + std::to_string(i % 4));
+      auto g = ctrl_->CreateGroup(*b_, kNames[i % 4]);
       if (g.ok()) {
         (void)g.value()->TryCharge(Pages(3));
         g.value()->UnchargeDirect(Pages(3));
