@@ -137,14 +137,15 @@ UMEMCG_EXPORT std::string FormatPrometheus(const MetricsSnapshot& snapshot);
 // ---- The HTTP endpoint ----
 
 struct MetricsServerOptions {
-  // Threads serving connections (1..64).
+  // Threads serving connections (1..64), one request per connection.
   int threads = 2;
-  // A connection that sends nothing for this long (or cannot be written
-  // to) is closed: a stalled client holds a thread at most this long (one
-  // that trickles header lines, each within the timeout, holds it longer:
-  // httplib has no whole-request deadline).
+  // Each read of a request waits at most read_timeout, each write at most
+  // write_timeout, and a connection is closed after request_timeout
+  // whatever it does: a slow or stuck client holds a thread at most that
+  // long.
   std::chrono::milliseconds read_timeout{5000};
   std::chrono::milliseconds write_timeout{5000};
+  std::chrono::milliseconds request_timeout{10000};
   // Accepted connections waiting for a thread; past it the accepting thread
   // serves the next one itself, so accepting slows down instead of queueing
   // without bound.
@@ -153,7 +154,7 @@ struct MetricsServerOptions {
 
 // Serves GET /metrics on its own threads until stopped. Every other path
 // is 404, every other method on /metrics 405 (Allow: GET), a malformed
-// request 400.
+// request 400; each answer closes the connection.
 class UMEMCG_EXPORT MetricsServer {
  public:
   virtual ~MetricsServer() = default;
@@ -161,8 +162,9 @@ class UMEMCG_EXPORT MetricsServer {
   virtual int port() const = 0;
   // "host:port" as bound ("[::1]:port" for IPv6).
   virtual std::string address() const = 0;
-  // Stops accepting, waits for requests in flight, joins the threads.
-  // Idempotent; the destructor and the controller's destruction call it.
+  // Stops accepting, waits for requests in flight (each done within
+  // request_timeout), joins the threads. Idempotent; the destructor and
+  // the controller's destruction call it.
   virtual void Stop() = 0;
   // Requests answered so far (any status).
   virtual uint64_t requests() const = 0;

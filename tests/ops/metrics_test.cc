@@ -336,6 +336,42 @@ TEST_F(MetricsTest, SlowClientsAreCutOffAndDoNotStallOthers) {
   }
 }
 
+TEST_F(MetricsTest, TricklingClientsAreCutOffAtTheRequestDeadline) {
+  MetricsServerOptions options;
+  options.threads = 1;
+  options.read_timeout = std::chrono::milliseconds(5000);
+  options.request_timeout = std::chrono::milliseconds(500);
+  auto server = Serve(options);
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectLoopback(server->port());
+  ASSERT_GE(fd, 0);
+  const std::string start = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(::send(fd, start.data(), start.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(start.size()));
+  // One header line at a time, each well within read_timeout, until the
+  // server gives up on the request (pacing only: the deadline decides).
+  bool closed = false;
+  const auto give_up = std::chrono::steady_clock::now() + kPatience;
+  while (!closed && std::chrono::steady_clock::now() < give_up) {
+    if (::send(fd, "X-Slow: 1\r\n", 11, MSG_NOSIGNAL) < 0) {
+      closed = true;
+      break;
+    }
+    char c;
+    const ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+    closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::close(fd);
+  EXPECT_TRUE(closed) << "a trickling client kept its connection";
+  // The only worker is free again.
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(kPatience);
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+}
+
 TEST_F(MetricsTest, AddressesDefaultToLoopback) {
   for (const char* loopback : {":0", "0"}) {
     auto s = ServeMetrics(*ctrl_, loopback);
