@@ -9,6 +9,8 @@
 
 DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev nlohmann-json3-dev python3 sqlite3
+# Operator interfaces: FUSE mount, metrics server (+ curl for its tests), CLI.
+DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
