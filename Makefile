@@ -12,9 +12,11 @@
 # Debian packages are installed with apt-get only when missing.
 
 DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev nlohmann-json3-dev
-# umemcg-bench: command line parsing and SVG plots.
-DEB_PACKAGES += libcli11-dev gnuplot-nox
+                libbenchmark-dev nlohmann-json3-dev python3 sqlite3
+# Operator interfaces: FUSE mount, metrics server (+ curl for its tests), CLI.
+DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
+# umemcg-bench: command line parsing (CLI11, above) and SVG plots.
+DEB_PACKAGES += gnuplot-nox
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

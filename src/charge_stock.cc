@@ -11,19 +11,22 @@ ChargeStock::ChargeStock(CpuIdSource cpu, int batch, int slots)
     : cpu_(std::move(cpu)),
       batch_(batch),
       slots_(slots),
+      rseq_(cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
+            RseqCommitAvailable()),
+      nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
       shards_(cpu_.nr_shards()) {}
 
 ChargeStock::~ChargeStock() { DrainAll(nullptr); }
 
 void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {
-  Group* g = s.cached[i];
+  Group* g = s.group(i);
   if (g == nullptr) return;
-  if (s.nr_pages[i] != 0) {
-    ControllerImpl::UnchargeCounters(g, s.nr_pages[i]);
-    s.nr_pages[i] = 0;
+  if (const uint64_t pages = s.pages(i); pages != 0) {
+    ControllerImpl::UnchargeCounters(g, pages);
+    s.set_pages(i, 0);
   }
   if (release) {
-    s.cached[i] = nullptr;
+    s.slot[i].group.store(nullptr, std::memory_order_relaxed);
     // May be the last reference: Put only queues the group for freeing,
     // so this never frees memory under the shard lock.
     g->Put();
@@ -45,15 +48,15 @@ void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
   }
   int empty = -1;
   for (int i = 0; i < slots_; ++i) {
-    if (s.cached[i] == group) {
+    if (s.group(i) == group) {
       // Over one batch (the inline path handled the rest): return the
       // slot's pages, keep the slot (see the header).
-      s.nr_pages[i] = static_cast<uint8_t>(s.nr_pages[i] + n);  // <= 2*127
+      s.set_pages(i, s.pages(i) + n);  // <= 2 * 127
       DrainSlot(s, i, false);
       s.lock.unlock();
       return;
     }
-    if (s.cached[i] == nullptr && empty < 0) empty = i;
+    if (s.group(i) == nullptr && empty < 0) empty = i;
   }
   int i = empty;
   if (i < 0) {
@@ -64,18 +67,18 @@ void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
     DrainSlot(s, i, true);
   }
   group->Get();
-  s.cached[i] = group;
-  s.nr_pages[i] = static_cast<uint8_t>(n);
+  s.slot[i].group.store(group, std::memory_order_relaxed);
+  s.set_pages(i, n);
   s.lock.unlock();
 }
 
 void ChargeStock::DrainAll(const Group* subtree) {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     StockShard& s = shards_[cpu];
-    s.lock.lock();
+    LockShard(cpu);
     for (int i = 0; i < slots_; ++i) {
-      if (s.cached[i] != nullptr &&
-          (subtree == nullptr || s.cached[i]->IsDescendantOf(*subtree))) {
+      if (s.group(i) != nullptr &&
+          (subtree == nullptr || s.group(i)->IsDescendantOf(*subtree))) {
         DrainSlot(s, i, true);
       }
     }
@@ -86,25 +89,25 @@ void ChargeStock::DrainAll(const Group* subtree) {
 std::string ChargeStock::CheckInvariants() const {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     StockShard& s = shards_[cpu];
-    s.lock.lock();
+    LockShard(cpu);
     std::string bad;
     for (int i = 0; i < kMaxStockSlots && bad.empty(); ++i) {
       const std::string where =
           "cpu " + std::to_string(cpu) + " slot " + std::to_string(i);
-      if (i >= slots_ && (s.cached[i] != nullptr || s.nr_pages[i] != 0)) {
+      if (i >= slots_ && (s.group(i) != nullptr || s.pages(i) != 0)) {
         bad = where + ": used beyond stock_slots";
-      } else if (s.nr_pages[i] > batch_) {
+      } else if (s.pages(i) > static_cast<uint64_t>(batch_)) {
         bad = where + ": holds more than one batch";
-      } else if (s.cached[i] == nullptr && s.nr_pages[i] != 0) {
+      } else if (s.group(i) == nullptr && s.pages(i) != 0) {
         bad = where + ": pages without a group";
-      } else if (s.cached[i] != nullptr &&
-                 s.cached[i]->refs_.load(std::memory_order_relaxed) <= 0) {
+      } else if (s.group(i) != nullptr &&
+                 s.group(i)->refs_.load(std::memory_order_relaxed) <= 0) {
         bad = where + ": caches a group with no reference";
       }
     }
     for (int i = 0; i < slots_ && bad.empty(); ++i) {
       for (int j = i + 1; j < slots_; ++j) {
-        if (s.cached[i] != nullptr && s.cached[i] == s.cached[j]) {
+        if (s.group(i) != nullptr && s.group(i) == s.group(j)) {
           bad = "cpu " + std::to_string(cpu) + ": a group in two slots";
         }
       }
@@ -116,14 +119,15 @@ std::string ChargeStock::CheckInvariants() const {
 }
 
 uint64_t ChargeStock::Stocked(const Group* group) const {
+  // Unlocked (a statistic: a lock with a fence per shard would cost a
+  // system call per CPU per read). Exact at quiescence; while charges run
+  // it may pair a slot's group with a count from just before or after.
   uint64_t total = 0;
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
-    StockShard& s = shards_[cpu];
-    s.lock.lock();
+    const StockShard& s = shards_[cpu];
     for (int i = 0; i < slots_; ++i) {
-      if (s.cached[i] == group) total += s.nr_pages[i];
+      if (s.group(i) == group) total += s.pages(i);
     }
-    s.lock.unlock();
   }
   return total;
 }

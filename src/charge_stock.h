@@ -14,18 +14,28 @@
 // - DrainAll is synchronous and drains only the slots of the subtree, not
 //   every slot of a CPU that holds one (see Controller::DrainAllStocks).
 //
+// Hit paths. With the rseq CPU source, Consume and the in-batch Refill find
+// the group's slot and commit its new page count with one plain store
+// inside a restartable sequence (port/rseq.h), as the object stock does:
+// no atomic RMW. Everything else takes the shard's TryLock, fencing the
+// shard's CPU (RseqExclude) when the holder is not running on it. Without
+// rseq the hit paths take the TryLock too.
+//
 // Thread safety: all methods are safe from any thread. Consume and Refill
-// use the shard's TryLock and fall back (fail / uncharge directly) when it
-// is taken; DrainAll and Stocked wait for it.
+// use the rseq commit or the shard's TryLock and fall back (fail /
+// uncharge directly) when it is taken; DrainAll waits for it; Stocked
+// reads without it (exact at quiescence).
 
 #ifndef UMEMCG_SRC_CHARGE_STOCK_H_
 #define UMEMCG_SRC_CHARGE_STOCK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "port/cpu.h"
 #include "port/per_cpu.h"
+#include "port/rseq.h"
 #include "port/try_lock.h"
 
 namespace umemcg {
@@ -35,12 +45,28 @@ namespace internal {
 inline constexpr int kMaxStockSlots = 16;
 inline constexpr int kMaxBatch = 127;  // uint8 slot counts (S8_MAX)
 
-// One CPU's stock. All fields are guarded by `lock`.
+// One CPU's stock. Written under `lock` (and, with rseq, by the owning
+// CPU's commit of a slot's `pages`); atomics so that the rseq path and
+// Stocked may read them unlocked. Relaxed accesses everywhere: the lock
+// and the rseq protocol order them.
 struct StockShard {
+  struct Slot {
+    std::atomic<Group*> group{nullptr};  // holds a reference
+    std::atomic<uint64_t> pages{0};      // <= batch
+  };
   TryLock lock;
   uint8_t drain_idx = 0;  // next eviction victim (E5 round robin)
-  uint8_t nr_pages[kMaxStockSlots] = {};
-  Group* cached[kMaxStockSlots] = {};  // each holds a reference
+  Slot slot[kMaxStockSlots];
+
+  Group* group(int i) const {
+    return slot[i].group.load(std::memory_order_relaxed);
+  }
+  uint64_t pages(int i) const {
+    return slot[i].pages.load(std::memory_order_relaxed);
+  }
+  void set_pages(int i, uint64_t n) {
+    slot[i].pages.store(n, std::memory_order_relaxed);
+  }
 };
 
 class ChargeStock {
@@ -56,18 +82,27 @@ class ChargeStock {
   int slots() const { return slots_; }
   int nr_shards() const { return shards_.size(); }
 
+  // True when the hit paths commit through rseq (see the file comment).
+  bool rseq() const { return rseq_; }
+
   // Takes `n` pages of `group` from this CPU's stock. False if n > batch,
   // the shard is busy, or the slot holds fewer than n (no partial use).
   // Kernel: consume_stock().
   bool Consume(Group* group, uint64_t n) {
     if (n > static_cast<uint64_t>(batch_)) return false;
-    StockShard& s = shards_[cpu_.CurrentShard()];
-    if (!s.lock.try_lock()) return false;
+    if (rseq_) {
+      if (const int r = CommitHit(group, n, /*consume=*/true); r >= 0) {
+        return r != 0;
+      }
+    }
+    const int k = TryLockCurrent();
+    if (k < 0) return false;
+    StockShard& s = shards_[k];
     bool ok = false;
     for (int i = 0; i < slots_; ++i) {
-      if (s.cached[i] != group) continue;
-      if (s.nr_pages[i] >= n) {
-        s.nr_pages[i] = static_cast<uint8_t>(s.nr_pages[i] - n);
+      if (s.group(i) != group) continue;
+      if (s.pages(i) >= n) {
+        s.set_pages(i, s.pages(i) - n);
         ok = true;
       }
       break;  // a group occupies at most one slot per shard
@@ -83,16 +118,18 @@ class ChargeStock {
   // stays within a batch) is inline; the rest is RefillSlow.
   void Refill(Group* group, uint64_t n) {
     if (n > static_cast<uint64_t>(batch_)) return UnchargeDirect(group, n);
-    StockShard& s = shards_[cpu_.CurrentShard()];
-    if (!s.lock.try_lock()) return UnchargeDirect(group, n);
+    if (rseq_ && CommitHit(group, n, /*consume=*/false) == 1) return;
+    const int k = TryLockCurrent();
+    if (k < 0) return UnchargeDirect(group, n);
+    StockShard& s = shards_[k];
     for (int i = 0; i < slots_; ++i) {
-      if (s.cached[i] != group) continue;
+      if (s.group(i) != group) continue;
       // An installed slot implies the group was online when installed;
       // RemoveGroup's drain runs after it went offline and will take
       // these pages back (see RefillSlow for the install-time check).
-      const unsigned pages = s.nr_pages[i] + static_cast<unsigned>(n);
-      if (pages <= static_cast<unsigned>(batch_)) {
-        s.nr_pages[i] = static_cast<uint8_t>(pages);
+      const uint64_t pages = s.pages(i) + n;
+      if (pages <= static_cast<uint64_t>(batch_)) {
+        s.set_pages(i, pages);
         s.lock.unlock();
         return;
       }
@@ -113,6 +150,58 @@ class ChargeStock {
   uint64_t Stocked(const Group* group) const;
 
  private:
+  // Locks this CPU's shard (fencing its rseq commits when this thread has
+  // left that CPU). The shard index, or -1 when it is busy.
+  int TryLockCurrent() {
+    const int k = cpu_.CurrentShard();
+    if (!shards_[k].lock.try_lock()) return -1;
+    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
+    return k;
+  }
+  void LockShard(int k) const {
+    shards_[k].lock.lock();
+    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
+  }
+  // The rseq hit path: 1 = committed; 0 = Consume found the slot short
+  // (the locked path would fail too); -1 = use the locked path.
+  int CommitHit(Group* group, uint64_t n, bool consume) {
+#if UMEMCG_HAVE_RSEQ_COMMIT
+    // One retry after an abort; then the locked path.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const uint32_t cpu = RseqCpuId();
+      if (cpu >= nr_shards_) return -1;
+      StockShard& s = shards_[static_cast<int>(cpu)];
+      int i = 0;
+      while (s.group(i) != group) {
+        if (++i == slots_) return -1;
+      }
+      // Unlocked read: the commit re-checks the lock, the slot and it.
+      const uint64_t pages = s.pages(i);
+      uint64_t desired;
+      if (consume) {
+        if (pages < n) return 0;  // no partial use
+        desired = pages - n;
+      } else {
+        desired = pages + n;
+        if (desired > static_cast<uint64_t>(batch_)) return -1;  // overflow
+      }
+      switch (RseqCompareStore(cpu, s.lock.address(), &s.slot[i].group, group,
+                               reinterpret_cast<uint64_t*>(&s.slot[i].pages),
+                               pages, desired)) {
+        case RseqResult::kCommitted:
+          return 1;
+        case RseqResult::kMismatch:
+          return -1;
+        case RseqResult::kAborted:
+          break;
+      }
+    }
+#else
+    (void)group, (void)n, (void)consume;
+#endif
+    return -1;
+  }
+
   // The rest of Refill: overflow, installing a slot, eviction. REQUIRES:
   // s.lock held; releases it.
   void RefillSlow(StockShard& s, Group* group, uint64_t n);
@@ -126,6 +215,8 @@ class ChargeStock {
   const CpuIdSource cpu_;
   const int batch_;
   const int slots_;
+  const bool rseq_;
+  const uint32_t nr_shards_;
   mutable PerCpu<StockShard> shards_;
 };
 

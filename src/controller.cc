@@ -97,6 +97,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
       info.obj_stock);
   ctrl->stock_ = std::make_unique<internal::ChargeStock>(
       std::move(cpu).value(), info.batch, info.stock_slots);
+  ctrl->info_.stock_rseq = ctrl->stock_->rseq();
   internal::Rstat::Options ro;
   ro.batch = info.batch;
   ro.nr_items = stat_names.size();
@@ -127,6 +128,10 @@ Controller::Controller(ControllerOptions options, ControllerInfo info)
 }
 
 Controller::~Controller() {
+  // Observers (mounts, servers) stop using the controller first.
+  if (auto observers = observers_.exchange(nullptr)) {
+    for (const auto& o : *observers) o->OnControllerDestroy();
+  }
   // No thread is left behind: the flusher stops before anything is freed.
   rstat_->StopFlusher();
   // Take every group offline bottom-up, then drain and free.
@@ -156,6 +161,22 @@ Controller::~Controller() {
   Reap();
   UMEMCG_DCHECK(live_groups_.load() == 0);
   UMEMCG_DCHECK(live_objcgs_.load() == 0);
+}
+
+void Controller::AddObserver(std::shared_ptr<ControllerObserver> observer) {
+  std::lock_guard<std::mutex> lock(observers_mu_);
+  auto list = std::make_shared<ObserverList>();
+  if (auto old = observers_.load()) *list = *old;
+  list->push_back(std::move(observer));
+  observers_.store(std::move(list));
+}
+
+void Controller::RemoveObserver(const ControllerObserver* observer) {
+  std::lock_guard<std::mutex> lock(observers_mu_);
+  auto list = std::make_shared<ObserverList>();
+  if (auto old = observers_.load()) *list = *old;
+  std::erase_if(*list, [&](const auto& o) { return o.get() == observer; });
+  observers_.store(list->empty() ? nullptr : std::move(list));
 }
 
 void Controller::Report(const char* what, const Group* group, Pages pages) {

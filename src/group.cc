@@ -94,6 +94,9 @@ void internal::ControllerImpl::RaiseEvent(Group* g, MemoryEvent event) {
     }
     if (local_only) break;
   }
+  if (auto observers = g->controller_->observers_.load()) {
+    for (const auto& o : *observers) o->OnMemoryEvent(*g, event);
+  }
 }
 
 void Group::SetEventCallback(EventCallback callback) {

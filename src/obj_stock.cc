@@ -1,9 +1,10 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The per-CPU object stock (memcg-reference.md 7.5 and 7.6, E5). The hit
-// path (Consume, Refill into the installed slot) is one CPU-id read, one
-// try-lock, a scan of at most `slots` pointers and the cached statistic
-// update: no shared cache line is written and nothing is allocated.
+// path (Consume, Uncharge into the installed slot) is one CPU-id read, a
+// scan of at most `slots` pointers and one commit of the slot's word (an
+// rseq store, or under the try-lock): no shared cache line is written and
+// nothing is allocated.
 
 #include "obj_stock.h"
 
@@ -22,6 +23,9 @@ ObjStock::ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
       batch_(batch),
       cache_stats_(cache_stats),
       enabled_(enabled),
+      rseq_(enabled && cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
+            RseqCommitAvailable()),
+      nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
       shards_(cpu_.nr_shards()) {}
 
 ObjStock::~ObjStock() { DrainAll(nullptr); }
@@ -75,37 +79,40 @@ void ObjStock::ReturnPoolPages(ObjCgroup* objcg) {
   }
 }
 
-// ---- Cached statistics (section 7.6) ----
+// ---- The rseq hit path ----
 
-void ObjStock::FlushStatsLocked(ObjStockShard& s) {
-  if (s.stat_owner < 0) return;
-  Group* g = s.cached[s.stat_owner]->group();
-  ApplyStat(g, StatItem::kSlabReclaimable, s.slab_bytes[0]);
-  ApplyStat(g, StatItem::kSlabUnreclaimable, s.slab_bytes[1]);
-  s.slab_bytes[0] = s.slab_bytes[1] = 0;
-  s.stat_owner = -1;
+void ObjStock::ApplyUncachedStat(ObjCgroup* objcg, StatItem item, uint64_t size,
+                                 bool consume) {
+  ApplyStat(objcg->group(), item,
+            consume ? static_cast<int64_t>(size) : -static_cast<int64_t>(size));
 }
 
-void ObjStock::AccountLocked(ObjStockShard& s, int slot, StatItem item,
-                             int64_t delta) {
-  if (!cache_stats_ || (item != StatItem::kSlabReclaimable &&
-                        item != StatItem::kSlabUnreclaimable)) {
-    return ApplyStat(s.cached[slot]->group(), item, delta);
-  }
-  if (s.stat_owner != slot) {
-    FlushStatsLocked(s);
-    s.stat_owner = static_cast<int8_t>(slot);
-  }
-  int32_t& cached = s.slab_bytes[item == StatItem::kSlabReclaimable ? 0 : 1];
+// ---- Cached statistics (section 7.6) ----
+
+void ObjStock::FlushSlotStatsLocked(ObjStockShard& s, int i) {
+  const uint64_t w = s.slot_word(i);
+  if (!SlotWord::has_stats(w)) return;
+  Group* g = s.slot(i)->group();
+  ApplyStat(g, StatItem::kSlabReclaimable, SlotWord::stat(w, 0));
+  ApplyStat(g, StatItem::kSlabUnreclaimable, SlotWord::stat(w, 1));
+  s.set_word(i, SlotWord::WithBytes(SlotWord::kEmpty, SlotWord::bytes(w)));
+}
+
+void ObjStock::Account(ObjStockShard& s, int slot, StatItem item,
+                       int64_t delta) {
+  const int which = cache_stats_ ? SlabIndex(item) : -1;
+  if (which < 0) return ApplyStat(s.slot(slot)->group(), item, delta);
+  const uint64_t w = s.slot_word(slot);
+  const int64_t cached = SlotWord::stat(w, which);
   const int64_t d = delta + cached;
   // Kernel rule: keep it while it fits the int16 cache and is within a
   // page, or when the cache was empty (a matching free may cancel it).
   if (std::llabs(d) <= kObjStatCacheMax &&
       (cached == 0 || std::llabs(d) <= static_cast<int64_t>(kPageSize))) {
-    cached = static_cast<int32_t>(d);
+    s.set_word(slot, SlotWord::WithStat(w, which, d));
   } else {
-    cached = 0;
-    ApplyStat(s.cached[slot]->group(), item, d);
+    s.set_word(slot, SlotWord::WithStat(w, which, 0));
+    ApplyStat(s.slot(slot)->group(), item, d);
   }
 }
 
@@ -136,10 +143,10 @@ void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
 // ---- Stock ----
 
 void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
-  ObjCgroup* objcg = s.cached[i];
+  ObjCgroup* objcg = s.slot(i);
   if (objcg == nullptr) return;
-  if (s.stat_owner == i) FlushStatsLocked(s);
-  const uint64_t bytes = s.nr_bytes[i];
+  FlushSlotStatsLocked(s, i);
+  const uint64_t bytes = SlotWord::bytes(s.slot_word(i));
   if (const uint64_t pages = bytes >> kPageShift; pages != 0) {
     Group* g = objcg->group();
     CacheKmemLocked(s, g, -static_cast<int64_t>(pages));
@@ -152,8 +159,8 @@ void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
     objcg->nr_charged_bytes_.fetch_add(rem, std::memory_order_relaxed);
   }
   ReturnPoolPages(objcg);
-  s.nr_bytes[i] = 0;
-  s.cached[i] = nullptr;
+  s.set_word(i, SlotWord::kEmpty);
+  s.cached[i].store(nullptr, std::memory_order_relaxed);
   // May be the last reference: Put only queues the objcg for freeing.
   objcg->Put();
 }
@@ -161,8 +168,8 @@ void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
 void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
                       StatItem item, int64_t stat_delta, Group* charged,
                       uint64_t kmem_pages) {
-  ObjStockShard& s = shards_[cpu_.CurrentShard()];
-  if (!s.lock.try_lock()) {
+  const int k = TryLockCurrent();
+  if (k < 0) {
     // No stock available (section 7.5): whole pages back at once, the
     // sub-page rest to the central pool, statistics applied directly.
     if (kmem_pages != 0) ApplyKmem(charged, static_cast<int64_t>(kmem_pages));
@@ -177,21 +184,22 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
     ApplyStat(objcg->group(), item, stat_delta);
     return;
   }
+  ObjStockShard& s = shards_[k];
   if (kmem_pages != 0) {
     CacheKmemLocked(s, charged, static_cast<int64_t>(kmem_pages));
   }
   int slot = -1;
   int empty = -1;
   for (int i = 0; i < slots_; ++i) {
-    if (s.cached[i] == objcg) {
+    if (s.slot(i) == objcg) {
       slot = i;
       break;
     }
-    if (s.cached[i] == nullptr && empty < 0) empty = i;
+    if (s.slot(i) == nullptr && empty < 0) empty = i;
   }
   uint64_t cur;
   if (slot >= 0) {
-    cur = s.nr_bytes[slot];
+    cur = SlotWord::bytes(s.slot_word(slot));
   } else {
     slot = empty;
     if (slot < 0) {
@@ -200,7 +208,7 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
       DrainSlotLocked(s, slot);
     }
     objcg->Get();
-    s.cached[slot] = objcg;
+    s.cached[slot].store(objcg, std::memory_order_relaxed);
     // Adopt the central leftover; test first so that an empty pool costs
     // a shared read, not a cache-line steal (the kernel's conditional xchg).
     // Relaxed: the pool publishes no other data.
@@ -215,7 +223,7 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
     pages = cur >> kPageShift;
     cur &= kPageSize - 1;
   }
-  s.nr_bytes[slot] = static_cast<uint16_t>(cur);
+  s.set_word(slot, SlotWord::WithBytes(s.slot_word(slot), cur));
   Account(s, slot, item, stat_delta);
   Group* g = nullptr;
   if (pages != 0) {
@@ -231,11 +239,11 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
 void ObjStock::DrainAll(const Group* subtree) {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     ObjStockShard& s = shards_[cpu];
-    s.lock.lock();
+    LockShard(cpu);
     for (int i = 0; i < slots_; ++i) {
-      if (s.cached[i] != nullptr &&
+      if (s.slot(i) != nullptr &&
           (subtree == nullptr ||
-           s.cached[i]->group()->IsDescendantOf(*subtree))) {
+           s.slot(i)->group()->IsDescendantOf(*subtree))) {
         DrainSlotLocked(s, i);
       }
     }
@@ -250,22 +258,23 @@ void ObjStock::DrainAll(const Group* subtree) {
 std::string ObjStock::CheckInvariants() const {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     ObjStockShard& s = shards_[cpu];
-    s.lock.lock();
+    LockShard(cpu);
     std::string bad;
     for (int i = 0; i < kMaxObjStockSlots && bad.empty(); ++i) {
       const std::string where =
           "cpu " + std::to_string(cpu) + " slot " + std::to_string(i);
-      if (i >= slots_ && s.cached[i] != nullptr) {
+      const uint64_t w = s.slot_word(i);
+      if (i >= slots_ && s.slot(i) != nullptr) {
         bad = where + ": used beyond obj_stock_slots";
-      } else if (s.cached[i] == nullptr && s.nr_bytes[i] != 0) {
-        bad = where + ": bytes without an objcg";
-      } else if (s.cached[i] != nullptr &&
-                 s.cached[i]->refs_.load(std::memory_order_relaxed) <= 0) {
+      } else if (s.slot(i) == nullptr && w != SlotWord::kEmpty) {
+        bad = where + ": bytes or statistics without an objcg";
+      } else if (s.slot(i) != nullptr &&
+                 s.slot(i)->refs_.load(std::memory_order_relaxed) <= 0) {
         bad = where + ": caches an objcg with no reference";
+      } else if (std::llabs(SlotWord::stat(w, 0)) > kObjStatCacheMax ||
+                 std::llabs(SlotWord::stat(w, 1)) > kObjStatCacheMax) {
+        bad = where + ": cached statistic delta out of range";
       }
-    }
-    if (bad.empty() && s.stat_owner >= 0 && s.cached[s.stat_owner] == nullptr) {
-      bad = "cpu " + std::to_string(cpu) + ": statistics of an empty slot";
     }
     s.lock.unlock();
     if (!bad.empty()) return bad;

@@ -2,13 +2,28 @@
 //
 // ObjStock: per-CPU caches of pre-charged bytes for objcgs (kernel:
 // obj_stock_pcp, E5 "shrink obj_stock_pcp and cache multiple objcgs").
-// Each CPU shard holds up to `slots` objcgs with a uint16 byte count, a
-// round-robin eviction cursor, the cached slab statistic deltas of one slot
-// (memcg-reference.md 7.6) and its own TryLock, separate from the page
-// stock's. Bytes in a slot are part of whole pages already charged to the
-// objcg's current group; consuming them touches only the shard.
+// Each CPU shard holds up to `slots` objcgs, each with one 64-bit word
+// packing the slot's byte count (uint16) and its cached slab statistic
+// deltas (two int24, memcg-reference.md 7.6), a round-robin eviction
+// cursor and its own TryLock, separate from the page stock's. Bytes in a
+// slot are part of whole pages already charged to the objcg's current
+// group; consuming them touches only the shard.
+//
+// The hit paths (Consume, and Uncharge within a page) run as a restartable
+// sequence when the CPU source is rseq (port/rseq.h): find the slot, then
+// commit the new word with one plain store if this thread is still on that
+// CPU and nothing changed: no atomic RMW at all. Everything else takes the
+// shard's TryLock; a lock holder that is not running on the shard's CPU
+// first fences out that CPU's sequences (RseqExclude), which only happens
+// after a migration or in DrainAll. Without rseq (fake or getcpu CPU
+// source, TSan builds, other architectures) the hit paths take the lock.
 //
 // Differences from the kernel, on purpose:
+// - Slab deltas are cached per slot, not for one owner per CPU, so one
+//   store commits a hit and switching between cached objcgs flushes
+//   nothing. Each cached delta is bounded as in the kernel (int16 range,
+//   within a page unless the cache was empty) and applied when it leaves
+//   that range, when the slot is drained, or on DrainAll.
 // - The kmem page statistic (and the per-group count of pages charged
 //   through objcgs that Reap needs, see Controller) is also cached per
 //   shard, for one group at a time, and applied past one batch or on owner
@@ -21,17 +36,19 @@
 //   so usage is exact at quiescence (see obj_cgroup.h).
 //
 // Thread safety: all methods are safe from any thread. Consume and Refill
-// use the shard's TryLock and fall back (fail / go direct, section 7.5)
-// when it is taken; DrainAll waits for it.
+// use the rseq commit or the shard's TryLock and fall back (fail / go
+// direct, section 7.5) when it is taken; DrainAll waits for it.
 
 #ifndef UMEMCG_SRC_OBJ_STOCK_H_
 #define UMEMCG_SRC_OBJ_STOCK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "port/cpu.h"
 #include "port/per_cpu.h"
+#include "port/rseq.h"
 #include "port/try_lock.h"
 #include "umemcg/stats.h"
 #include "umemcg/units.h"
@@ -46,19 +63,76 @@ inline constexpr uint64_t kObjSlotMaxBytes = UINT16_MAX;  // uint16 nr_bytes
 // Cached slab deltas are int16 in the kernel (S16_MAX).
 inline constexpr int64_t kObjStatCacheMax = INT16_MAX;
 
-// One CPU's object stock. All fields are guarded by `lock`.
+// A slot's word: bits 0-15 the byte count, 16-39 the cached
+// slab_reclaimable delta, 40-63 the slab_unreclaimable one, each delta
+// stored offset by 2^23 (offset binary), so that adding a small delta to a
+// field is a plain add on the word that never carries into the next field
+// while the result stays in range (what the rseq hit path relies on).
+struct SlotWord {
+  static constexpr int kStatShift[2] = {16, 40};
+  static constexpr int64_t kBias = int64_t{1} << 23;
+  // No bytes, no cached deltas: what an empty slot holds.
+  static constexpr uint64_t kEmpty = uint64_t{kBias} << 16 | uint64_t{kBias}
+                                                                 << 40;
+
+  static uint64_t bytes(uint64_t w) { return w & 0xffff; }
+  static int64_t stat(uint64_t w, int which) {
+    return static_cast<int64_t>((w >> kStatShift[which]) & 0xffffff) - kBias;
+  }
+  static bool has_stats(uint64_t w) {
+    return (w & ~uint64_t{0xffff}) != (kEmpty & ~uint64_t{0xffff});
+  }
+  static uint64_t Make(uint64_t bytes, int64_t reclaimable,
+                       int64_t unreclaimable) {
+    return bytes | static_cast<uint64_t>(reclaimable + kBias) << 16 |
+           static_cast<uint64_t>(unreclaimable + kBias) << 40;
+  }
+  static uint64_t WithBytes(uint64_t w, uint64_t bytes) {
+    return (w & ~uint64_t{0xffff}) | bytes;
+  }
+  static uint64_t WithStat(uint64_t w, int which, int64_t delta) {
+    return which == 0 ? Make(bytes(w), delta, stat(w, 1))
+                      : Make(bytes(w), stat(w, 0), delta);
+  }
+};
+static_assert(kObjStatCacheMax < (1 << 23), "a cached delta fits 24 bits");
+
+// 0 for slab_reclaimable, 1 for slab_unreclaimable, -1 for other items.
+inline int SlabIndex(StatItem item) {
+  return item == StatItem::kSlabReclaimable     ? 0
+         : item == StatItem::kSlabUnreclaimable ? 1
+                                                : -1;
+}
+
+// One CPU's object stock. All fields are written under `lock` (and, with
+// rseq, by the owning CPU's commit of `word`). `word` and `cached` are
+// atomics so that the rseq path may read them unlocked; relaxed accesses
+// everywhere: the lock and the rseq protocol order them.
 struct ObjStockShard {
   TryLock lock;
-  int8_t stat_owner = -1;  // slot whose slab deltas are cached, -1 = none
-  uint8_t drain_idx = 0;   // next eviction victim (E5 round robin)
-  // Cached byte deltas: [0] slab_reclaimable, [1] slab_unreclaimable.
-  int32_t slab_bytes[2] = {};
-  uint16_t nr_bytes[kMaxObjStockSlots] = {};
-  ObjCgroup* cached[kMaxObjStockSlots] = {};  // each holds a reference
+  uint8_t drain_idx = 0;  // next eviction victim (E5 round robin)
+  std::atomic<uint64_t> word[kMaxObjStockSlots] = {};      // SlotWord
+  std::atomic<ObjCgroup*> cached[kMaxObjStockSlots] = {};  // hold a reference
   // Cached kmem pages of one group (holds a reference).
   Group* kmem_group = nullptr;
   int64_t kmem_pages = 0;
+
+  ObjCgroup* slot(int i) const {
+    return cached[i].load(std::memory_order_relaxed);
+  }
+  uint64_t slot_word(int i) const {
+    return word[i].load(std::memory_order_relaxed);
+  }
+  void set_word(int i, uint64_t w) {
+    word[i].store(w, std::memory_order_relaxed);
+  }
+
+  ObjStockShard() {
+    for (auto& w : word) w.store(SlotWord::kEmpty, std::memory_order_relaxed);
+  }
 };
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+              sizeof(std::atomic<ObjCgroup*>) == sizeof(uint64_t));
 
 class ObjStock {
  public:
@@ -75,16 +149,22 @@ class ObjStock {
   bool enabled() const { return enabled_; }
   int slots() const { return slots_; }
 
+  // True when the hit paths commit through rseq (see the file comment).
+  bool rseq() const { return rseq_; }
+
   // Takes `size` bytes of `objcg` from this CPU's stock and accounts +size
   // on `item`. False if the shard is busy or holds fewer (no partial use).
   // Kernel: consume_obj_stock() + __account_obj_stock().
   bool Consume(ObjCgroup* objcg, uint64_t size, StatItem item) {
-    ObjStockShard& s = shards_[cpu_.CurrentShard()];
-    if (!s.lock.try_lock()) return false;
+    if (rseq_ && CommitHit(objcg, size, /*consume=*/true, item)) return true;
+    const int k = TryLockCurrent();
+    if (k < 0) return false;
+    ObjStockShard& s = shards_[k];
     for (int i = 0; i < slots_; ++i) {
-      if (s.cached[i] != objcg) continue;
-      if (s.nr_bytes[i] < size) break;  // no partial use
-      s.nr_bytes[i] = static_cast<uint16_t>(s.nr_bytes[i] - size);
+      if (s.slot(i) != objcg) continue;
+      const uint64_t bytes = SlotWord::bytes(s.slot_word(i));
+      if (bytes < size) break;  // no partial use
+      s.set_word(i, SlotWord::WithBytes(s.slot_word(i), bytes - size));
       Account(s, i, item, static_cast<int64_t>(size));
       s.lock.unlock();
       return true;
@@ -97,13 +177,14 @@ class ObjStock {
   // (allow_uncharge) and accounts -size on `item`. The common case (the
   // objcg's slot exists and stays within a page) is inline.
   void Uncharge(ObjCgroup* objcg, uint64_t size, StatItem item) {
-    ObjStockShard& s = shards_[cpu_.CurrentShard()];
-    if (s.lock.try_lock()) {
+    if (rseq_ && CommitHit(objcg, size, /*consume=*/false, item)) return;
+    if (const int k = TryLockCurrent(); k >= 0) {
+      ObjStockShard& s = shards_[k];
       for (int i = 0; i < slots_; ++i) {
-        if (s.cached[i] != objcg) continue;
-        const uint64_t cur = s.nr_bytes[i] + size;
+        if (s.slot(i) != objcg) continue;
+        const uint64_t cur = SlotWord::bytes(s.slot_word(i)) + size;
         if (cur > kPageSize) break;  // pages to uncharge: the slow path
-        s.nr_bytes[i] = static_cast<uint16_t>(cur);
+        s.set_word(i, SlotWord::WithBytes(s.slot_word(i), cur));
         Account(s, i, item, -static_cast<int64_t>(size));
         s.lock.unlock();
         return;
@@ -142,25 +223,85 @@ class ObjStock {
   static void ReturnPoolPages(ObjCgroup* objcg);
 
  private:
-  // Kernel: __account_obj_stock(). The common case (caching on, a slab
-  // item, this slot owns the cache, the sum stays within a page) inline.
-  void Account(ObjStockShard& s, int slot, StatItem item, int64_t delta) {
-    if (cache_stats_ && s.stat_owner == slot &&
-        (item == StatItem::kSlabReclaimable ||
-         item == StatItem::kSlabUnreclaimable)) {
-      int32_t& cached =
-          s.slab_bytes[item == StatItem::kSlabReclaimable ? 0 : 1];
-      const int64_t d = delta + cached;
-      if (d >= -static_cast<int64_t>(kPageSize) &&
-          d <= static_cast<int64_t>(kPageSize)) {
-        cached = static_cast<int32_t>(d);
-        return;
+  // Locks this CPU's shard (and fences out its rseq commits when this
+  // thread has left that CPU). The shard index, or -1 when it is busy.
+  int TryLockCurrent() {
+    const int k = cpu_.CurrentShard();
+    if (!shards_[k].lock.try_lock()) return -1;
+    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
+    return k;
+  }
+  // Waits for shard k's lock (maintenance paths).
+  void LockShard(int k) const {
+    shards_[k].lock.lock();
+    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
+  }
+  // The rseq hit path of Consume (`consume`) and Uncharge: true when it
+  // committed; false sends the caller to the locked path. Inline: it is
+  // the whole cost of an accounted small object.
+  bool CommitHit(ObjCgroup* objcg, uint64_t size, bool consume, StatItem item) {
+#if UMEMCG_HAVE_RSEQ_COMMIT
+    const int which = cache_stats_ ? SlabIndex(item) : -1;
+    // One retry after an abort (preempted or migrated between the CPU read
+    // and the commit); then the locked path.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const uint32_t cpu = RseqCpuId();
+      if (cpu >= nr_shards_) return false;
+      ObjStockShard& s = shards_[static_cast<int>(cpu)];
+      int i = 0;
+      while (s.slot(i) != objcg) {
+        if (++i == slots_) return false;
+      }
+      // Unlocked reads: the commit re-checks the lock, the slot and the
+      // word, so a stale read only makes it fail.
+      const uint64_t w = s.slot_word(i);
+      uint64_t desired;
+      if (consume) {
+        if (SlotWord::bytes(w) < size) return false;  // no partial use
+        desired = w - size;
+      } else {
+        if (SlotWord::bytes(w) + size > kPageSize) return false;  // pages
+        desired = w + size;
+      }
+      if (which >= 0) {
+        // The common case of Account's rule (the delta stays within a
+        // page); the rest goes through the lock. Offset binary: the add
+        // cannot carry out of the field.
+        const int shift = which == 0 ? 16 : 40;  // SlotWord::kStatShift
+        const int64_t d =
+            SlotWord::stat(w, which) + (consume ? static_cast<int64_t>(size)
+                                                : -static_cast<int64_t>(size));
+        if (d < -static_cast<int64_t>(kPageSize) ||
+            d > static_cast<int64_t>(kPageSize)) {
+          return false;
+        }
+        desired =
+            consume ? desired + (size << shift) : desired - (size << shift);
+      }
+      switch (RseqCompareStore(cpu, s.lock.address(), &s.cached[i], objcg,
+                               reinterpret_cast<uint64_t*>(&s.word[i]), w,
+                               desired)) {
+        case RseqResult::kCommitted:
+          // Statistics that are not cached are applied at once, as under
+          // the lock (ModState has its own per-CPU path).
+          if (which < 0) ApplyUncachedStat(objcg, item, size, consume);
+          return true;
+        case RseqResult::kMismatch:
+          return false;
+        case RseqResult::kAborted:
+          break;
       }
     }
-    AccountLocked(s, slot, item, delta);
+#else
+    (void)objcg, (void)size, (void)consume, (void)item;
+#endif
+    return false;
   }
-  void AccountLocked(ObjStockShard& s, int slot, StatItem item, int64_t delta);
-  void FlushStatsLocked(ObjStockShard& s);
+  static void ApplyUncachedStat(ObjCgroup* objcg, StatItem item, uint64_t size,
+                                bool consume);
+  // Kernel: __account_obj_stock(), for slot `slot` of a locked shard.
+  void Account(ObjStockShard& s, int slot, StatItem item, int64_t delta);
+  void FlushSlotStatsLocked(ObjStockShard& s, int i);
   void CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages);
   void FlushKmemLocked(ObjStockShard& s);
   void DrainSlotLocked(ObjStockShard& s, int i);
@@ -170,6 +311,8 @@ class ObjStock {
   const int64_t batch_;
   const bool cache_stats_;
   const bool enabled_;
+  const bool rseq_;
+  const uint32_t nr_shards_;
   mutable PerCpu<ObjStockShard> shards_;
 };
 

@@ -5,15 +5,15 @@
 // data):
 //  1. Every update made under a shard lock is counted (residue, then
 //     updates_) at its group and each ancestor up to the first one over
-//     its threshold; that one and the ancestors above it are flagged
-//     uncounted_ (cleared by a flush of their subtree during which no
-//     update stopped).
+//     its threshold; that one and the ancestors above it record the stop
+//     (stops_), and a reader trusts their counts again only once a flush
+//     that started after the stop has finished (StopRecord).
 //  2. A count is only lowered by the flush of the (group, CPU) that owns
 //     it, under the shard lock, after the aggregate holds the flushed
 //     deltas (release; readers acquire the counts before the values).
 //     So at every instant count(g) >= the page-normalised magnitude of the
-//     unflushed updates of g's subtree, unless g is flagged or over its
-//     threshold.
+//     unflushed updates of g's subtree, unless g has an uncleared stop or is
+//     over its threshold.
 //  3. Direct-path updates go straight into the aggregates and need no
 //     count.
 
@@ -84,7 +84,14 @@ void Rstat::CountGlobal(StatShard& sh, uint64_t m) {
   // As CountUpdate, for the one global count (pre-v6.8). Relaxed: the
   // threshold test is a heuristic; the residue store below is release and
   // the flusher lowers the count with release, as for the per-group count.
-  if (global_updates_.load(std::memory_order_relaxed) > threshold_) return;
+  if (global_updates_.load(std::memory_order_relaxed) > threshold_) {
+    // As StopCount.
+    if (sh.global_stopped_epoch != sh.pass_epoch) {
+      global_stops_.stopped.fetch_add(1, std::memory_order_relaxed);
+      sh.global_stopped_epoch = sh.pass_epoch;
+    }
+    return;
+  }
   uint64_t r = sh.global_residue.load(std::memory_order_relaxed) + m;
   if (r >= static_cast<uint64_t>(batch_)) {
     global_updates_.fetch_add(r, std::memory_order_relaxed);
@@ -94,27 +101,27 @@ void Rstat::CountGlobal(StatShard& sh, uint64_t m) {
   sh.global_residue.store(r, std::memory_order_release);
 }
 
-void Rstat::MarkUncounted(GroupStats* a, int k) {
-  // Skip when this (group, CPU) flagged everything from `a` up at the
-  // current epoch: no flush has started since, so no flag was cleared.
-  // Relaxed: a flush whose pass over shard k already ran happened before
-  // this thread took the shard lock, so its increment is visible; one that
-  // has not reached shard k yet will flush this update anyway.
+void Rstat::StopCount(GroupStats* a, int k) {
+  // Why one record per flush pass over shard k is enough: a flush clears
+  // a record only up to the value it read when it started, and then
+  // passes every shard. If this CPU's last record here was included in
+  // that value, every update skipped since precedes the flush's pass over
+  // shard k (no pass in between: same pass_epoch, both under the shard
+  // lock), so that flush flushes it. A flush in progress that overlaps
+  // another, or that started just before a record, clears only what it
+  // read, so it can never cover a stop it does not flush.
   StatCpu* c = a->cpu(k);
-  const uint64_t epoch = flush_epoch_.load(std::memory_order_relaxed);
-  if (c->flagged_epoch == epoch) return;
+  const uint64_t epoch = shards_[k].pass_epoch;
+  if (c->stopped_epoch == epoch) return;
   // `a` itself too: a flush of `a` in progress may already have passed this
   // CPU and may lower a's count below the threshold before it finishes, so
   // the count alone would forget this update.
   for (GroupStats* x = a; x != nullptr; x = x->parent_) {
-    // Test first: once set, the stopped updates only read the line.
-    // Relaxed: a reader that counts this update as completed synchronised
-    // with its completion, and the flusher's CAS sees the latest value.
-    if (x->uncounted_.load(std::memory_order_relaxed) != kUncounted) {
-      x->uncounted_.store(kUncounted, std::memory_order_relaxed);
-    }
+    // Relaxed: see StopRecord::stopped. One RMW per level per flush pass,
+    // not per update.
+    x->stops_.stopped.fetch_add(1, std::memory_order_relaxed);
   }
-  c->flagged_epoch = epoch;
+  c->stopped_epoch = epoch;
 }
 
 void Rstat::MarkUpdated(StatCpu* c, int k) {
@@ -194,16 +201,15 @@ void Rstat::FlushOne(StatCpu* c, int k) {
 }
 
 void Rstat::FlushSubtree(GroupStats* g) {
-  // A new epoch first: stopped updates on a shard this flush has passed
-  // re-flag (MarkUncounted). Relaxed: published by the shard locks.
-  flush_epoch_.fetch_add(1, std::memory_order_relaxed);
-  // Updates stopped in g's subtree from here on set kUncounted again and
-  // make the final CAS fail (see GroupStats::uncounted_).
-  uint8_t expected = kUncounted;
-  g->uncounted_.compare_exchange_strong(expected, kClearing,
-                                        std::memory_order_relaxed);
+  // Stops recorded before this point are flushed by the passes below
+  // (StopCount). Acquire: nothing to publish, but keeps the read before
+  // the passes.
+  const uint64_t stops_seen = g->stops_.stopped.load(std::memory_order_acquire);
+  const uint64_t global_stops_seen =
+      global_stops_.stopped.load(std::memory_order_acquire);
   const bool whole_tree = g->parent_ == nullptr;
   for (int k = 0; k < shards_.size(); ++k) {
+    if (before_pass_hook_ != nullptr) before_pass_hook_(before_pass_arg_, k);
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     StatShard& sh = shards_[k];
     // Writers seeing the flag stop taking the lock, so this waits for one
@@ -212,6 +218,8 @@ void Rstat::FlushSubtree(GroupStats* g) {
     sh.flusher_waiting.store(true, std::memory_order_relaxed);
     sh.lock.lock();
     sh.flusher_waiting.store(false, std::memory_order_relaxed);
+    // Stopped updates on this shard from here on record again (StopCount).
+    ++sh.pass_epoch;
     StatCpu* c = g->cpu(k);
     if (c->updated_next != nullptr) {
       // Unlink g from its parent's list (the rest stays linked).
@@ -234,10 +242,12 @@ void Rstat::FlushSubtree(GroupStats* g) {
     }
     sh.lock.unlock();
   }
-  // Release: a reader seeing kCounted sees the flushed aggregates.
-  expected = kClearing;
-  g->uncounted_.compare_exchange_strong(
-      expected, kCounted, std::memory_order_release, std::memory_order_relaxed);
+  // Release (in Clear): a reader that sees the stops cleared sees the
+  // flushed aggregates.
+  g->stops_.Clear(stops_seen);
+  if (mode_ == StatsFlushMode::kGlobalWholeTree && whole_tree) {
+    global_stops_.Clear(global_stops_seen);
+  }
   // Relaxed: a timestamp for the bound report and the rate limit.
   g->last_flush_ns_.store(clock_->Now().count(), std::memory_order_relaxed);
 }
@@ -245,10 +255,10 @@ void Rstat::FlushSubtree(GroupStats* g) {
 bool Rstat::NeedsFlush(const GroupStats* g) const {
   // Relaxed: a trigger; a stale read costs one flush more or one later.
   if (mode_ == StatsFlushMode::kGlobalWholeTree) {
-    return global_updates_.load(std::memory_order_relaxed) > threshold_;
+    return global_updates_.load(std::memory_order_relaxed) > threshold_ ||
+           !global_stops_.clear();
   }
-  return OverThreshold(g) ||
-         g->uncounted_.load(std::memory_order_relaxed) != kCounted;
+  return OverThreshold(g) || !g->stops_.clear();
 }
 
 void Rstat::FlushIfNeeded(GroupStats* g) {
@@ -277,7 +287,7 @@ StatErrorBound Rstat::Bound(const GroupStats* g) const {
     }
     const uint64_t global = global_updates_.load(std::memory_order_acquire);
     pending += global;
-    b.exceeded = global > threshold_;
+    b.exceeded = global > threshold_ || !global_stops_.clear();
   } else {
     auto* mg = const_cast<GroupStats*>(g);
     for (int k = 0; k < shards_.size(); ++k) {
@@ -285,8 +295,7 @@ StatErrorBound Rstat::Bound(const GroupStats* g) const {
     }
     const uint64_t updates = g->updates();
     pending += updates;
-    b.exceeded = updates > threshold_ ||
-                 g->uncounted_.load(std::memory_order_acquire) != kCounted;
+    b.exceeded = updates > threshold_ || !g->stops_.clear();
   }
   b.pending = pending;
   int64_t last = 0;

@@ -70,10 +70,31 @@ namespace internal {
 class GroupStats;
 class Rstat;
 
-// GroupStats::uncounted_ states.
-inline constexpr uint8_t kCounted = 0;
-inline constexpr uint8_t kUncounted = 1;
-inline constexpr uint8_t kClearing = 2;
+// A count that stopped (an update made while the count was over its
+// threshold) and the flushes that covered it: see StopCount.
+struct StopRecord {
+  // Bumped (once per flush pass over the stopping CPU at most) by updates
+  // that did not count here. Relaxed RMW: ordered for the flusher by the
+  // shard lock and for readers by the completion of the update.
+  std::atomic<uint64_t> stopped{0};
+  // The largest `stopped` value that a finished flush read at its start:
+  // every stop up to it was flushed. Release by the flusher (after the
+  // aggregates), acquire by readers.
+  std::atomic<uint64_t> cleared{0};
+
+  bool clear() const {
+    const uint64_t s = stopped.load(std::memory_order_acquire);
+    return cleared.load(std::memory_order_acquire) >= s;
+  }
+  // The flusher: raise `cleared` to `seen` (read at the flush's start).
+  void Clear(uint64_t seen) {
+    uint64_t c = cleared.load(std::memory_order_relaxed);
+    while (c < seen &&
+           !cleared.compare_exchange_weak(c, seen, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+    }
+  }
+};
 
 // One (group, CPU) record; the item arrays follow it in memory. Fields
 // marked "shard" are guarded by that CPU's StatShard lock.
@@ -91,9 +112,9 @@ struct alignas(kCacheLineSize) StatCpu {
   // already holds the flushed deltas).
   std::atomic<uint64_t> residue{0};
   uint64_t chunked = 0;  // shard: moved into owner->updates_ since flush
-  // shard: Rstat::flush_epoch_ when an update stopped here last flagged
-  // this group and its ancestors (MarkUncounted).
-  uint64_t flagged_epoch = 0;
+  // shard: the shard's pass_epoch when an update stopped here last recorded
+  // the stop at this group and its ancestors (StopCount).
+  uint64_t stopped_epoch = 0;
 
   int64_t* state() { return reinterpret_cast<int64_t*>(this + 1); }
   // prev follows state; guarded by the flush lock.
@@ -137,14 +158,10 @@ class GroupStats {
   // hot path reads updates_ (threshold check) and must not share a line
   // with flush writes to aggregate_/local_.
   alignas(kCacheLineSize) std::atomic<uint64_t> updates_{0};
-  // kUncounted (written once per flush cycle) when an update of this
-  // subtree stopped counting at this group or one below it that was over
-  // its threshold. A flush of this subtree moves kUncounted to kClearing
-  // when it starts and kClearing to kCounted when it ends; an update
-  // stopping meanwhile stores kUncounted again, so the flag only reads
-  // kCounted when every stopped update was flushed. Readers treat anything
-  // but kCounted as "no bound".
-  std::atomic<uint8_t> uncounted_{kCounted};
+  // Stops of the count at this group or below it (see StopRecord): while
+  // one is not covered by a finished flush of this subtree, readers get no
+  // bound and flush.
+  StopRecord stops_;
   std::atomic<int64_t> last_flush_ns_{0};
 
   alignas(kCacheLineSize) std::atomic<int64_t>* const aggregate_;
@@ -156,6 +173,11 @@ class GroupStats {
 struct StatShard {
   TryLock lock;
   std::atomic<bool> flusher_waiting{false};
+  // Guarded by `lock`: incremented by every flush pass over this shard, so
+  // a stopped update knows whether a flush has passed this CPU since it
+  // last recorded a stop (StopCount).
+  uint64_t pass_epoch = 1;
+  uint64_t global_stopped_epoch = 0;        // lock: as StatCpu::stopped_epoch
   std::atomic<uint64_t> global_residue{0};  // like StatCpu::residue
   uint64_t global_chunked = 0;
 };
@@ -265,7 +287,7 @@ class Rstat {
   void CountUpdate(GroupStats* g, int k, uint64_t m) {
     for (GroupStats* a = g; a != nullptr; a = a->parent_) {
       if (early_stop_ && OverThreshold(a)) {
-        MarkUncounted(a, k);
+        StopCount(a, k);
         return;
       }
       StatCpu* c = a->cpu(k);
@@ -283,9 +305,10 @@ class Rstat {
     }
   }
   void CountGlobal(StatShard& sh, uint64_t m);
-  // Flags `a` (which stopped the count) and its ancestors as uncounted,
-  // unless this CPU did so since the last flush started. REQUIRES: shard k.
-  void MarkUncounted(GroupStats* a, int k);
+  // Records that an update on shard k stopped counting at `a` (over its
+  // threshold) in `a` and its ancestors, unless this CPU did so since the
+  // last flush pass over shard k. REQUIRES: shard k.
+  void StopCount(GroupStats* a, int k);
   // Links (c, k) and its ancestors into CPU k's updated tree. REQUIRES:
   // shard k locked. Kernel: css_rstat_updated().
   void MarkUpdated(StatCpu* c, int k);
@@ -313,14 +336,14 @@ class Rstat {
   std::mutex flush_mu_;
   std::vector<StatCpu*> flush_list_;  // guarded by flush_mu_
 
-  // Incremented when any flush starts (before it touches a flag or a
-  // shard): lets a stopped update skip re-flagging ancestors that no flush
-  // can have cleared since (MarkUncounted). Written once per flush, read
-  // by stopped updates.
-  alignas(kCacheLineSize) std::atomic<uint64_t> flush_epoch_{1};
+  // Tests only: called by FlushSubtree before each shard pass, outside
+  // every lock, so a test can interleave updates deterministically.
+  void (*before_pass_hook_)(void* arg, int shard) = nullptr;
+  void* before_pass_arg_ = nullptr;
 
   // kGlobalWholeTree: the global pending count (stats_flush_threshold).
   alignas(kCacheLineSize) std::atomic<uint64_t> global_updates_{0};
+  StopRecord global_stops_;  // as GroupStats::stops_, for the global count
   GroupStats* root_ = nullptr;
 
   std::atomic<uint64_t> flush_callbacks_{0};

@@ -27,6 +27,11 @@ class StatsTestPeer {
   static TryLock& shard_lock(Controller& c, int k) {
     return c.rstat_->shards_[k].lock;
   }
+  static void SetBeforePassHook(Controller& c, void (*hook)(void*, int),
+                                void* arg) {
+    c.rstat_->before_pass_hook_ = hook;
+    c.rstat_->before_pass_arg_ = arg;
+  }
 };
 
 }  // namespace umemcg::internal
@@ -189,10 +194,14 @@ TEST(StatsTest, ByteUpdatesAreNormalisedToPagesForTheCount) {
             b.For(StatUnit::kBytes));
 }
 
-TEST(StatsTest, UnflushedReadsStayWithinTheBoundConcurrently) {
+class StatsBoundTest : public ::testing::TestWithParam<StatsFlushMode> {};
+
+TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
   constexpr int kWriters = 3;
   constexpr int kOps = 20000;
-  TestController t(NoFlusher(), 2);  // 3 writers on 2 CPUs: shard collisions
+  ControllerOptions options = NoFlusher();
+  options.stats_flush_mode = GetParam();
+  TestController t(options, 2);  // 3 writers on 2 CPUs: shard collisions
   GroupRef a = t.Make("a");
   std::vector<GroupRef> leaves = {t.Make("a/x"), t.Make("a/y"), t.Make("b")};
   // Per writer: updates started and finished (seq_cst).
@@ -253,6 +262,15 @@ TEST(StatsTest, UnflushedReadsStayWithinTheBoundConcurrently) {
     for (int w = 0; w < kWriters; ++w) f += writer_done[w].load() ? 1 : 0;
     finished.store(f);
   }
+  RecordProperty("bounded_checks_while_writing", static_cast<int>(checks));
+  // On a loaded machine every read may find the count over its threshold
+  // while writing (global mode especially); the racing flusher soon makes
+  // a bounded read possible once the writers are done.
+  while (checks == 0) {
+    check(*a, 2);
+    check(t.ctrl->root(), kWriters);
+    std::this_thread::yield();
+  }
   stop.store(true);
   for (auto& th : threads) th.join();
   EXPECT_GT(checks, 0);
@@ -261,6 +279,98 @@ TEST(StatsTest, UnflushedReadsStayWithinTheBoundConcurrently) {
   for (int w = 0; w < kWriters; ++w) total += done[w].load();
   EXPECT_EQ(t.ctrl->root().StatExact(StatItem::kPgfault), total);
   EXPECT_EQ(a->StatFast(StatItem::kPgfault), done[0].load() + done[1].load());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StatsBoundTest,
+                         ::testing::Values(StatsFlushMode::kPerGroupSubtree,
+                                           StatsFlushMode::kGlobalWholeTree));
+
+// An update on CPU 0 stops at `a` (over its threshold) before a flush of
+// `a` starts, and another after the flush passed CPU 0. The first is
+// flushed; the second is not, so it must record its stop again rather than
+// rely on the first one's record, which the flush clears.
+TEST(StatsTest, StopAfterTheFlushPassedItsCpuIsRecordedAgain) {
+  TestController t(NoFlusher(), 2);  // threshold 64 x 2 = 128
+  GroupRef a = t.Make("a");
+  GroupRef x = t.Make("a/x");
+  GroupRef y = t.Make("a/y");
+  SetFakeCpu(1);
+  ASSERT_TRUE(y->CountEvent(StatItem::kPgfault, 200));  // a over threshold
+  SetFakeCpu(0);
+  ASSERT_TRUE(x->CountEvent(StatItem::kPgfault, 1));  // stops at a
+  StatsTestPeer::SetBeforePassHook(
+      *t.ctrl,
+      [](void* arg, int shard) {
+        if (shard != 1) return;  // after the pass over CPU 0
+        SetFakeCpu(0);
+        ASSERT_TRUE(
+            static_cast<Group*>(arg)->CountEvent(StatItem::kPgfault, 1));
+      },
+      x.get());
+  a->FlushStats();
+  StatsTestPeer::SetBeforePassHook(*t.ctrl, nullptr, nullptr);
+  const StatErrorBound b = a->StatBound();
+  const int64_t v = a->StatFast(StatItem::kPgfault);
+  ASSERT_EQ(v, 201);  // the update after the pass is still unflushed
+  EXPECT_TRUE(b.exceeded || v + static_cast<int64_t>(b.pending) >= 202)
+      << "pending " << b.pending << " exceeded " << b.exceeded;
+  EXPECT_EQ(a->StatExact(StatItem::kPgfault), 202);
+}
+
+// Two flushes of `a` overlap: an update stops at `a` after the first has
+// passed its CPU, and the second starts before the first ends. The first
+// must not clear the stop on the second's behalf: until the second has
+// passed that CPU, the update is neither flushed nor counted.
+TEST(StatsTest, OverlappingFlushesDoNotClearAStopTheyDidNotFlush) {
+  TestController t(NoFlusher(), 2);  // threshold 128
+  GroupRef a = t.Make("a");
+  GroupRef x = t.Make("a/x");
+  GroupRef y = t.Make("a/y");
+  SetFakeCpu(1);
+  ASSERT_TRUE(y->CountEvent(StatItem::kPgfault, 200));  // a over threshold
+  struct Ctx {
+    Group* a;
+    Group* x;
+    std::thread::id first;
+    std::atomic<int> stage{0};
+  } ctx{a.get(), x.get(), std::this_thread::get_id()};
+  auto wait_for = [](std::atomic<int>& stage, int v) {
+    while (stage.load() < v) std::this_thread::yield();
+  };
+  StatsTestPeer::SetBeforePassHook(
+      *t.ctrl,
+      [](void* arg, int shard) {
+        auto* c = static_cast<Ctx*>(arg);
+        if (std::this_thread::get_id() == c->first) {
+          if (shard != 1) return;
+          // The first flush passed CPU 0: an update there stops at `a`,
+          // then the second flush starts and reaches its first pass.
+          SetFakeCpu(0);
+          ASSERT_TRUE(c->x->CountEvent(StatItem::kPgfault, 1));
+          c->stage.store(1);
+          while (c->stage.load() < 2) std::this_thread::yield();
+        } else if (shard == 0) {
+          c->stage.store(2);
+          while (c->stage.load() < 3) std::this_thread::yield();
+        }
+      },
+      &ctx);
+  std::thread second([&] {
+    wait_for(ctx.stage, 1);
+    a->FlushStats();
+  });
+  a->FlushStats();  // the first flush
+  const StatErrorBound b = a->StatBound();
+  const int64_t v = a->StatFast(StatItem::kPgfault);
+  EXPECT_EQ(v, 200);  // x's update waits for the second flush
+  EXPECT_TRUE(b.exceeded || v + static_cast<int64_t>(b.pending) >= 201)
+      << "pending " << b.pending << " exceeded " << b.exceeded;
+  ctx.stage.store(3);
+  second.join();
+  StatsTestPeer::SetBeforePassHook(*t.ctrl, nullptr, nullptr);
+  const StatErrorBound after = a->StatBound();
+  EXPECT_FALSE(after.exceeded);  // the second flush covered the stop
+  EXPECT_EQ(a->StatFast(StatItem::kPgfault), 201);
 }
 
 TEST(StatsTest, DirectPathWhenTheShardIsBusyIsExactAtOnce) {

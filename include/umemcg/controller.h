@@ -62,6 +62,25 @@ struct ErrorReport {
 };
 using ErrorHook = std::function<void(const ErrorReport&)>;
 
+// Something attached to a controller from outside the accounting core (a
+// FUSE mount, a metrics server): told about every memory event, and about
+// the controller's destruction so it can stop using the controller first.
+class UMEMCG_EXPORT ControllerObserver {
+ public:
+  virtual ~ControllerObserver() = default;
+  // After an event counter of `group` (where the event was raised) and of
+  // its ancestors changed; called on the raising thread, which may be
+  // charging: must be quick, must not block, allocate or charge.
+  virtual void OnMemoryEvent(Group& group, MemoryEvent event) {
+    (void)group;
+    (void)event;
+  }
+  // At the start of ~Controller, on the destroying thread, before any
+  // group is freed: stop using the controller and release every GroupRef
+  // to it before returning.
+  virtual void OnControllerDestroy() {}
+};
+
 struct ControllerOptions {
   // Pages charged per counter walk and cached per CPU per group
   // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before. 1..127.
@@ -118,6 +137,11 @@ struct ControllerInfo {
   int obj_stock_slots = 0;
   bool obj_stat_cache = true;
   bool obj_stock = true;
+  // The page and object stocks' hit paths commit through restartable
+  // sequences (no atomic read-modify-write): rseq CPU source, one shard per
+  // CPU, x86-64, membarrier RSEQ fences, not a TSan build. Otherwise they
+  // take the shard's try-lock.
+  bool stock_rseq = false;
   int nr_cpus = 0;
   CpuSource cpu_source = CpuSource::kAuto;  // never kAuto here
   bool recursive_protection = false;
@@ -198,6 +222,14 @@ class UMEMCG_EXPORT Controller {
 
   void SetOomHandler(OomHandler handler);
 
+  // ---- Observers ----
+
+  // Attaches `observer` (the controller keeps a reference while attached).
+  void AddObserver(std::shared_ptr<ControllerObserver> observer);
+  // Detaches it. An event raised concurrently may still reach it once (the
+  // raising thread holds a reference); OnControllerDestroy never will.
+  void RemoveObserver(const ControllerObserver* observer);
+
   // Uncharges that went below zero, in any group (each also reported to
   // the error hook).
   uint64_t underflows() const {
@@ -247,6 +279,11 @@ class UMEMCG_EXPORT Controller {
   // Serializes OOM handling (kernel: oom_lock).
   std::mutex oom_mu_;
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
+  // Attached observers, replaced whole (copy on write) under observers_mu_;
+  // read by RaiseEvent (a slow path) without the mutex.
+  using ObserverList = std::vector<std::shared_ptr<ControllerObserver>>;
+  std::mutex observers_mu_;
+  std::atomic<std::shared_ptr<const ObserverList>> observers_;
 
   // Every live objcg, for reparenting (kernel: objcg_list). Taken on group
   // creation and removal and at objcg release only.

@@ -87,6 +87,10 @@ class UMEMCG_EXPORT MemoryFile {
 
   std::string_view name() const;
   Group& group() const { return *group_; }
+  // What the file allows (cgroupfs modes: 0444 read-only, 0644 read-write,
+  // 0200 write-only).
+  bool readable() const;
+  bool writable() const;
 
   // One row of the file table (files.cc).
   struct Spec;

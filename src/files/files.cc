@@ -196,6 +196,8 @@ MemoryFile::MemoryFile(GroupRef group, const Spec* spec)
 MemoryFile::~MemoryFile() { PeakRegistry::Close(*group_, &peak_value_); }
 
 std::string_view MemoryFile::name() const { return spec_->name; }
+bool MemoryFile::readable() const { return spec_->readable; }
+bool MemoryFile::writable() const { return spec_->writable; }
 
 StatusOr<std::unique_ptr<MemoryFile>> MemoryFile::Open(Group& group,
                                                        std::string_view name) {

@@ -81,6 +81,7 @@ StatusOr<CpuIdSource> CpuIdSource::Create(CpuSource requested, int nr_cpus,
     // larger ids wrap, whatever the machine has.
     s.nr_shards_ = nr_cpus;
     s.dense_limit_ = static_cast<unsigned>(nr_cpus);
+    s.identity_ = s.source_ != CpuSource::kFake && possible.back() < nr_cpus;
     return s;
   }
   s.nr_shards_ = static_cast<int>(possible.size());
@@ -95,6 +96,7 @@ StatusOr<CpuIdSource> CpuIdSource::Create(CpuSource requested, int nr_cpus,
     ++dense;
   }
   s.dense_limit_ = dense;
+  s.identity_ = dense == possible.size();
   if (dense < possible.size()) {
     s.id_to_shard_.assign(static_cast<size_t>(possible.back()) + 1, -1);
     for (size_t i = 0; i < possible.size(); ++i) {

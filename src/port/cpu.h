@@ -53,6 +53,10 @@ class CpuIdSource {
 
   CpuSource source() const { return source_; }
   int nr_shards() const { return nr_shards_; }
+  // True when shard k is CPU id k and no other CPU id maps to it (a real
+  // CPU source, every possible id below nr_shards()): per-CPU code may
+  // then treat a shard as one CPU (port/rseq.h).
+  bool identity() const { return identity_; }
 
   // The current CPU's shard. The thread may migrate right after: callers
   // guard the shard with its TryLock, never rely on exclusivity.
@@ -91,6 +95,7 @@ class CpuIdSource {
   int nr_shards_ = 1;
   unsigned dense_limit_ = 1;
   std::vector<int> id_to_shard_;  // index: CPU id; -1 = not possible
+  bool identity_ = false;
 };
 
 }  // namespace umemcg::internal

@@ -50,9 +50,13 @@ class TryLock {
     }
   }
   void unlock() { locked_.store(false, std::memory_order_release); }
+  // The lock byte (0 = free), for code that checks it without the C++
+  // memory model (port/rseq.h).
+  const void* address() const { return &locked_; }
 
  private:
   std::atomic<bool> locked_{false};
+  static_assert(sizeof(std::atomic<bool>) == 1);
 };
 
 }  // namespace umemcg::internal

@@ -1,0 +1,110 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// tenant_cache: a multi-tenant memcached-style cache whose memory is
+// accounted and limited per tenant by umemcg. See README.md ("Example:
+// a multi-tenant cache") and protocol.h.
+//
+//   tenant_cache [--port=N] [--total-max=SIZE] [--tenant-max=SIZE]
+//                [--tenant-high=SIZE] [--premium=NAME] [--premium-low=SIZE]
+//                [--max-tenants=N] [--max-value=BYTES]
+//
+// SIZE uses cgroup syntax (64M, 1G, max). Runs until SIGINT or SIGTERM.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "server.h"
+#include "tenant_cache.h"
+
+namespace {
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: tenant_cache [--port=N] [--total-max=SIZE] "
+               "[--tenant-max=SIZE] [--tenant-high=SIZE] [--premium=NAME] "
+               "[--premium-low=SIZE] [--max-tenants=N] [--max-value=BYTES]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tenant_cache::CacheOptions options;
+  long port = 11311;
+  std::string premium, premium_low = "0";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) {
+      return Usage();
+    }
+    const std::string_view name = arg.substr(2, eq - 2);
+    const std::string value(arg.substr(eq + 1));
+    if (name == "port") {
+      port = std::strtol(value.c_str(), nullptr, 10);
+      if (port < 0 || port > 65535) return Usage();
+    } else if (name == "total-max") {
+      options.total_max = value;
+    } else if (name == "tenant-max") {
+      options.tenant_max = value;
+    } else if (name == "tenant-high") {
+      options.tenant_high = value;
+    } else if (name == "premium") {
+      premium = value;
+    } else if (name == "premium-low") {
+      premium_low = value;
+    } else if (name == "max-tenants") {
+      options.max_tenants = std::atoi(value.c_str());
+    } else if (name == "max-value") {
+      options.max_value_bytes = std::strtoull(value.c_str(), nullptr, 10);
+    } else {
+      return Usage();
+    }
+  }
+  auto cache = tenant_cache::TenantCache::Create(options);
+  if (!cache.ok()) {
+    std::fprintf(stderr, "tenant_cache: %s\n",
+                 cache.status().ToString().c_str());
+    return 1;
+  }
+  if (!premium.empty()) {
+    umemcg::Status s = cache.value()->CreateTenant(premium);
+    if (s.ok())
+      s = cache.value()->WriteFile(premium, "memory.low", premium_low);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tenant_cache: premium tenant: %s\n",
+                   s.ToString().c_str());
+      return 1;
+    }
+  }
+  // Block the stop signals before any thread starts; wait for one below.
+  // (A shell starts background jobs with SIGINT ignored; an ignored signal
+  // is discarded, not queued for sigwait, so restore the default first.)
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  auto server =
+      tenant_cache::Server::Start(*cache.value(), static_cast<uint16_t>(port));
+  if (!server.ok()) {
+    std::fprintf(stderr, "tenant_cache: %s\n",
+                 server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("tenant_cache listening on 127.0.0.1:%u\n",
+              static_cast<unsigned>(server.value()->port()));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  server.value()->Stop();
+  std::printf("tenant_cache: stopped by signal %d\n", sig);
+  return 0;
+}

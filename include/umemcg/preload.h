@@ -1,0 +1,134 @@
+/* Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+ *
+ * libumemcg-preload.so: account (and optionally limit) every heap block of
+ * an unmodified program by LD_PRELOAD. It interposes malloc, calloc,
+ * realloc, reallocarray, free, aligned_alloc, posix_memalign, memalign,
+ * valloc, pvalloc, malloc_usable_size and every operator new / delete
+ * (plain, array, sized, aligned, nothrow) on top of glibc's allocator
+ * (__libc_malloc and friends: no dlsym on the allocation path).
+ *
+ *   UMEMCG_MAX=512M UMEMCG_ENFORCE=1 UMEMCG_REPORT=stderr \
+ *     LD_PRELOAD=build/release/lib/libumemcg-preload.so  sort big.txt
+ *
+ * Groups. The library makes its own Controller with one group, "process",
+ * under the root; each thread's blocks are charged to the group it was
+ * assigned with umemcg_preload_set_group() (a path below "process"), by
+ * default to "process" itself. UMEMCG_MAX is memory.max of "process", so it
+ * bounds the whole program. Blocks allocated before the library finished
+ * initialising, and the library's own allocations, are charged to nothing
+ * ("unaccounted" below).
+ *
+ * Blocks. Every block gets a 32-byte header in front of it recording the
+ * owner objcg, the bytes charged (requested size + header, or + alignment
+ * padding) and a check word mixing a per-process secret (AT_RANDOM) with
+ * the block's address and owner. free() on any thread uncharges the
+ * recorded owner; after the owner's group was removed, its parent (kernel
+ * objcg reparenting). A pointer whose check word does not match (from
+ * before the preload, from __libc_malloc, from another allocator) is passed
+ * to glibc unchanged; only the 16 bytes before it are read, which glibc's
+ * own free() reads too. A freed block's check word is cleared first, so a
+ * double free is not uncharged twice: glibc then rejects the pointer (and
+ * aborts, as it does for any invalid free). Documented limit: a foreign
+ * pointer whose 16 preceding bytes equal a valid check word by chance is
+ * taken as ours (probability 2^-64 per free for data the program does not
+ * derive from the secret).
+ *
+ * Environment (read once, at load):
+ *   UMEMCG_MAX=<size|max>     memory.max of "process" (kernel syntax: 512M)
+ *   UMEMCG_HIGH=<size|max>    memory.high of "process" (events only; the
+ *                             preload never sleeps inside malloc)
+ *   UMEMCG_ENFORCE=1          over memory.max, malloc & co return NULL with
+ *                             errno ENOMEM and operator new throws
+ *                             std::bad_alloc (nothrow new returns NULL);
+ *                             without it charges are forced past max and
+ *                             only counted (memory.events "max").
+ *   UMEMCG_REPORT=stderr|<path>  at exit, one line of accounting figures
+ *                             (umemcg_preload_report) to stderr or <path>.
+ *   UMEMCG_MOUNT=<dir>        mount the group tree as files (FUSE), and
+ *   UMEMCG_METRICS=<ip:port>  serve Prometheus metrics: both need the
+ *                             operations module (umemcg::MountFs,
+ *                             umemcg::ServeMetrics); a build without it
+ *                             prints a warning and goes on.
+ *
+ * Programs find the functions below with dlsym(RTLD_DEFAULT, name), so they
+ * run unchanged without the preload. Conventions as in umemcg/c.h: 0 or a
+ * positive errno; ENODEV when the preload is not initialised.
+ *
+ * Thread safety: every function may be called from any thread. None may be
+ * called from inside malloc (the preload's own hooks never do).
+ */
+
+#ifndef UMEMCG_PRELOAD_H_
+#define UMEMCG_PRELOAD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Charges the calling thread's future blocks to group `path` below
+ * "process" ("tenant-a", "tenants/a"), creating missing groups. NULL or ""
+ * returns the thread to "process". Blocks keep the owner they were
+ * allocated with. EINVAL: bad path; ENOSPC: more than 256 groups were
+ * assigned over the process's life (each assigned group's objcg stays
+ * pinned for the process's lifetime, so frees never outlive their owner). */
+int umemcg_preload_set_group(const char* path);
+typedef int (*umemcg_preload_set_group_fn)(const char* path);
+
+/* Removes group `path` below "process" (kernel: rmdir). Its blocks stay
+ * charged to it until freed; from now on it is its parent that they and
+ * the threads still assigned to it charge (objcg reparenting). EBUSY: it
+ * has child groups; ENOENT: no such group. */
+int umemcg_preload_remove_group(const char* path);
+typedef int (*umemcg_preload_remove_group_fn)(const char* path);
+
+/* Figures as the interposer counts them. Exact when no thread allocates or
+ * frees concurrently. */
+typedef struct umemcg_preload_stats {
+  int64_t live_bytes;        /* bytes charged for live blocks */
+  int64_t live_blocks;       /* live blocks charged to a group */
+  int64_t unaccounted_bytes; /* live blocks charged to nothing */
+  uint64_t charge_failures;  /* allocations refused (UMEMCG_ENFORCE) */
+  uint64_t foreign_frees;    /* free/realloc of pointers not ours */
+  int enforce;               /* UMEMCG_ENFORCE in effect */
+} umemcg_preload_stats_t;
+int umemcg_preload_get_stats(umemcg_preload_stats_t* out);
+typedef int (*umemcg_preload_get_stats_fn)(umemcg_preload_stats_t* out);
+
+/* Reads memory file `file` ("memory.current", "memory.stat", ...) of the
+ * group `group` below "process" (NULL or "" = "process" itself) into `buf`
+ * (NUL-terminated, truncated to `len`); *out_len (may be NULL) gets the
+ * full length. */
+int umemcg_preload_read_file(const char* group, const char* file, char* buf,
+                             size_t len, size_t* out_len);
+typedef int (*umemcg_preload_read_file_fn)(const char*, const char*, char*,
+                                           size_t, size_t*);
+/* Writes `text` to memory file `file` of `group` (as above). */
+int umemcg_preload_write_file(const char* group, const char* file,
+                              const char* text);
+typedef int (*umemcg_preload_write_file_fn)(const char*, const char*,
+                                            const char*);
+
+/* Drains every per-CPU stock of the preload's controller (pages and
+ * object bytes with their cached statistic deltas) and flushes the
+ * statistics, so memory.current and memory.stat read next are exact at
+ * quiescence. */
+int umemcg_preload_sync(void);
+typedef int (*umemcg_preload_sync_fn)(void);
+
+/* Drains the stocks and writes one line to `fd`:
+ *   umemcg-preload: live_bytes=N accounted_bytes=N live_blocks=N
+ *   unaccounted_bytes=N usage_pages=N max_events=N charge_failures=N
+ *   foreign_frees=N
+ * accounted_bytes is the object-accounted byte statistic of "process"
+ * (memory.stat slab_unreclaimable, hierarchical): it equals live_bytes at
+ * quiescence. */
+int umemcg_preload_report(int fd);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* UMEMCG_PRELOAD_H_ */

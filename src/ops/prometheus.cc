@@ -1,0 +1,297 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Snapshot collection (one walk over a TreeReader) and the Prometheus text
+// exposition. The collector reads only the files a cgroup-v2 hierarchy and
+// a umemcg tree both have, so the same code describes both.
+
+#include <charconv>
+#include <string>
+
+#include "umemcg/cpu.h"
+#include "umemcg/metrics.h"
+
+namespace umemcg {
+namespace {
+
+std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' ||
+                        s.front() == '\n' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' ||
+                        s.back() == '\n' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::optional<uint64_t> ParseU64(std::string_view s) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::string JoinPath(std::string_view parent, std::string_view child) {
+  if (parent.empty()) return std::string(child);
+  std::string p(parent);
+  p += '/';
+  p += child;
+  return p;
+}
+
+std::optional<uint64_t> ReadBytes(TreeReader& r, const std::string& path,
+                                  std::string_view name) {
+  StatusOr<std::string> text = r.Read(path, name);
+  if (!text.ok()) return std::nullopt;
+  return ParseBytesFile(text.value());
+}
+
+std::vector<std::pair<std::string, uint64_t>> ReadKeyed(TreeReader& r,
+                                                        const std::string& path,
+                                                        std::string_view name) {
+  StatusOr<std::string> text = r.Read(path, name);
+  if (!text.ok()) return {};
+  return ParseKeyedFile(text.value());
+}
+
+GroupSample ReadSample(TreeReader& r, std::string path, int depth,
+                       const CollectOptions& options) {
+  GroupSample s;
+  s.path = std::move(path);
+  s.depth = depth;
+  s.current = ReadBytes(r, s.path, "memory.current");
+  s.min = ReadBytes(r, s.path, "memory.min");
+  s.low = ReadBytes(r, s.path, "memory.low");
+  s.high = ReadBytes(r, s.path, "memory.high");
+  s.max = ReadBytes(r, s.path, "memory.max");
+  s.peak = ReadBytes(r, s.path, "memory.peak");
+  s.events = ReadKeyed(r, s.path, "memory.events");
+  s.events_local = ReadKeyed(r, s.path, "memory.events.local");
+  if (options.stat) s.stat = ReadKeyed(r, s.path, "memory.stat");
+  return s;
+}
+
+// ---- Exposition ----
+
+// Label values escape backslash, double quote and newline.
+void AppendEscaped(std::string& out, std::string_view v) {
+  for (const char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+}
+
+void AppendHeader(std::string& out, std::string_view name,
+                  std::string_view type, std::string_view help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void AppendGroupLabel(std::string& out, const GroupSample& g) {
+  out += "group=\"";
+  AppendEscaped(out, g.path.empty() ? std::string_view("/") : g.path);
+  out += '"';
+}
+
+void AppendValue(std::string& out, uint64_t v) {
+  out += ' ';
+  out += std::to_string(v);
+  out += '\n';
+}
+
+// A limit file's "max" is +Inf: every usage is below it.
+void AppendBytesValue(std::string& out, uint64_t v) {
+  if (v == kUnlimitedBytes) {
+    out += " +Inf\n";
+  } else {
+    AppendValue(out, v);
+  }
+}
+
+struct BytesFamily {
+  const char* name;
+  const char* help;
+  std::optional<uint64_t> GroupSample::*field;
+};
+
+constexpr BytesFamily kBytesFamilies[] = {
+    {"umemcg_memory_current_bytes",
+     "Memory charged to the group and its descendants (memory.current).",
+     &GroupSample::current},
+    {"umemcg_memory_min_bytes", "Hard protection (memory.min).",
+     &GroupSample::min},
+    {"umemcg_memory_low_bytes", "Best-effort protection (memory.low).",
+     &GroupSample::low},
+    {"umemcg_memory_high_bytes",
+     "Throttling limit (memory.high); +Inf when unlimited.",
+     &GroupSample::high},
+    {"umemcg_memory_max_bytes", "Hard limit (memory.max); +Inf when unlimited.",
+     &GroupSample::max},
+    {"umemcg_memory_peak_bytes", "Highest memory.current seen (memory.peak).",
+     &GroupSample::peak},
+};
+
+struct KeyedFamily {
+  const char* name;
+  const char* type;
+  const char* help;
+  const char* label;
+  std::vector<std::pair<std::string, uint64_t>> GroupSample::*field;
+};
+
+constexpr KeyedFamily kKeyedFamilies[] = {
+    {"umemcg_memory_events_total", "counter",
+     "Memory events of the group and its descendants (memory.events).", "event",
+     &GroupSample::events},
+    {"umemcg_memory_events_local_total", "counter",
+     "Memory events raised on the group itself (memory.events.local).", "event",
+     &GroupSample::events_local},
+    {"umemcg_memory_stat", "gauge",
+     "memory.stat items of the group's subtree (bytes, or counts for event "
+     "items).",
+     "item", &GroupSample::stat},
+};
+
+const char* FlushModeName(StatsFlushMode mode) {
+  return mode == StatsFlushMode::kPerGroupSubtree ? "per_group_subtree"
+                                                  : "global_whole_tree";
+}
+
+void AppendControllerInfo(std::string& out, const ControllerInfo& info) {
+  AppendHeader(out, "umemcg_controller_info", "gauge",
+               "The controller's settings as labels (value 1).");
+  out += "umemcg_controller_info{batch=\"" + std::to_string(info.batch) +
+         "\",cpus=\"" + std::to_string(info.nr_cpus) + "\",cpu_source=\"" +
+         CpuSourceName(info.cpu_source) + "\",stock_slots=\"" +
+         std::to_string(info.stock_slots) + "\",obj_stock_slots=\"" +
+         std::to_string(info.obj_stock_slots) + "\",stats_flush=\"" +
+         FlushModeName(info.stats_flush_mode) + "\"} 1\n";
+  AppendHeader(out, "umemcg_controller_batch_pages", "gauge",
+               "Pages charged per counter walk and cached per CPU per group.");
+  out += "umemcg_controller_batch_pages";
+  AppendValue(out, static_cast<uint64_t>(info.batch));
+  AppendHeader(out, "umemcg_controller_cpus", "gauge",
+               "Per-CPU shards (stocks) of the controller.");
+  out += "umemcg_controller_cpus";
+  AppendValue(out, static_cast<uint64_t>(info.nr_cpus));
+}
+
+}  // namespace
+
+std::optional<uint64_t> ParseBytesFile(std::string_view text) {
+  const std::string_view s = TrimSpace(text);
+  if (s == "max") return kUnlimitedBytes;
+  return ParseU64(s);
+}
+
+std::vector<std::pair<std::string, uint64_t>> ParseKeyedFile(
+    std::string_view text) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = TrimSpace(text.substr(0, nl));
+    text.remove_prefix(std::min(nl + 1, text.size()));
+    const size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || sp == 0) continue;
+    const std::optional<uint64_t> v = ParseU64(TrimSpace(line.substr(sp + 1)));
+    if (v) out.emplace_back(std::string(line.substr(0, sp)), *v);
+  }
+  return out;
+}
+
+StatusOr<MetricsSnapshot> CollectMetrics(TreeReader& reader,
+                                         std::string_view top,
+                                         const CollectOptions& options) {
+  if (Status s = ValidateGroupPath(top); !s.ok()) return s;
+  MetricsSnapshot snapshot;
+  struct Pending {
+    std::string path;
+    int depth;
+  };
+  std::vector<Pending> stack{{std::string(top), 0}};
+  while (!stack.empty() && snapshot.groups.size() < options.max_groups) {
+    Pending p = std::move(stack.back());
+    stack.pop_back();
+    StatusOr<std::vector<std::string>> children = reader.Children(p.path);
+    if (!children.ok()) {
+      // The top must exist; a group removed during the walk is skipped.
+      if (snapshot.groups.empty()) return children.status();
+      continue;
+    }
+    const std::vector<std::string>& names = children.value();
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+      stack.push_back({JoinPath(p.path, *it), p.depth + 1});
+    }
+    snapshot.groups.push_back(
+        ReadSample(reader, std::move(p.path), p.depth, options));
+  }
+  return snapshot;
+}
+
+MetricsSnapshot CollectMetrics(Controller& controller,
+                               const CollectOptions& options) {
+  std::unique_ptr<TreeReader> reader = TreeReader::ForController(controller);
+  // The root always exists, so this cannot fail.
+  MetricsSnapshot snapshot = CollectMetrics(*reader, "", options).value();
+  snapshot.controller = controller.info();
+  return snapshot;
+}
+
+std::string FormatPrometheus(const MetricsSnapshot& snapshot) {
+  std::string out;
+  out.reserve(256 + snapshot.groups.size() * 2048);
+  for (const BytesFamily& f : kBytesFamilies) {
+    bool any = false;
+    for (const GroupSample& g : snapshot.groups) {
+      const std::optional<uint64_t>& v = g.*f.field;
+      if (!v) continue;
+      if (!any) AppendHeader(out, f.name, "gauge", f.help);
+      any = true;
+      out += f.name;
+      out += '{';
+      AppendGroupLabel(out, g);
+      out += '}';
+      AppendBytesValue(out, *v);
+    }
+  }
+  for (const KeyedFamily& f : kKeyedFamilies) {
+    bool any = false;
+    for (const GroupSample& g : snapshot.groups) {
+      for (const auto& [key, value] : g.*f.field) {
+        if (!any) AppendHeader(out, f.name, f.type, f.help);
+        any = true;
+        out += f.name;
+        out += '{';
+        AppendGroupLabel(out, g);
+        out += ',';
+        out += f.label;
+        out += "=\"";
+        AppendEscaped(out, key);
+        out += "\"}";
+        AppendValue(out, value);
+      }
+    }
+  }
+  if (snapshot.controller) AppendControllerInfo(out, *snapshot.controller);
+  return out;
+}
+
+}  // namespace umemcg

@@ -1,0 +1,155 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Restartable sequences (rseq) for per-CPU data without atomic RMW
+// (kernel: the per-CPU operations that run with preemption disabled; user
+// space gets the same guarantee from rseq(2): a critical section that is
+// preempted, migrated or interrupted by a signal before its final store is
+// restarted at an abort handler, so that store is the commit).
+//
+// RseqCompareStore is the one primitive: on CPU `cpu`, if the byte `*lock`
+// is zero, `*owner == expected_owner` and `*word == expected`, store
+// `desired` into `*word`, as one uninterruptible step with respect to every
+// other thread on that CPU. It costs a store to the thread's rseq area, a
+// few loads and compares, and a plain store: no lock prefix.
+//
+// Mutual exclusion with threads on other CPUs is the caller's protocol:
+// data touched by the primitive on CPU k may be changed by other code only
+// while holding the lock whose byte the primitive checks, and only after
+// RseqExclude(k) (or while running on k): that makes sure no critical
+// section that saw the lock free is still in flight on k.
+//
+// Available on x86-64 with glibc's rseq registration and membarrier(2)
+// RSEQ fences (Linux 5.10+). Never under ThreadSanitizer, which cannot see
+// the assembly's accesses (the callers then take their locked paths).
+//
+// Thread safety: every function is safe from any thread.
+
+#ifndef UMEMCG_SRC_PORT_RSEQ_H_
+#define UMEMCG_SRC_PORT_RSEQ_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "port/cpu.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UMEMCG_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define UMEMCG_TSAN 1
+#endif
+
+#if UMEMCG_HAVE_RSEQ && defined(__x86_64__) && !defined(UMEMCG_TSAN)
+#define UMEMCG_HAVE_RSEQ_COMMIT 1
+#else
+#define UMEMCG_HAVE_RSEQ_COMMIT 0
+#endif
+
+namespace umemcg::internal {
+
+enum class RseqResult : uint8_t {
+  kCommitted,  // the store was done
+  kMismatch,   // a compare failed (lock held, owner or word changed)
+  kAborted,    // not on `cpu`, or restarted (preempted, migrated, signal)
+};
+
+// True when RseqCompareStore and RseqExclude work in this process: built
+// for it, rseq registered by glibc for this thread, and membarrier's RSEQ
+// fence registered (done once, on the first call).
+bool RseqCommitAvailable();
+
+#if UMEMCG_HAVE_RSEQ_COMMIT
+// glibc's __rseq_offset, copied into a variable of ours (one load fewer on
+// the hit path: no GOT indirection). Set by the first RseqCommitAvailable()
+// call, before any caller may use the commit path.
+extern ptrdiff_t rseq_area_offset;
+#endif
+
+// The CPU this thread runs on now (rseq cpu_id). REQUIRES: rseq registered.
+inline uint32_t RseqCpuId() {
+#if UMEMCG_HAVE_RSEQ_COMMIT
+  // One %fs-relative load (not thread pointer + add + load). Volatile: the
+  // kernel rewrites the field whenever the thread moves (a relaxed atomic
+  // load, in effect).
+  uint32_t cpu;
+  asm volatile("movl %%fs:4(%1), %0" : "=r"(cpu) : "r"(rseq_area_offset));
+  static_assert(offsetof(struct rseq, cpu_id) == 4);
+  return cpu;
+#elif UMEMCG_HAVE_RSEQ
+  const auto* area = reinterpret_cast<const struct rseq*>(
+      static_cast<const char*>(__builtin_thread_pointer()) + __rseq_offset);
+  // Relaxed: the kernel's store is like a signal handler's for this thread.
+  return __atomic_load_n(&area->cpu_id, __ATOMIC_RELAXED);
+#else
+  return 0;
+#endif
+}
+
+#if UMEMCG_HAVE_RSEQ_COMMIT
+// See the file comment. REQUIRES: RseqCommitAvailable().
+inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
+                                   const void* owner,
+                                   const void* expected_owner, uint64_t* word,
+                                   uint64_t expected, uint64_t desired) {
+  auto* area = reinterpret_cast<struct rseq*>(
+      static_cast<char*>(__builtin_thread_pointer()) + rseq_area_offset);
+  // The descriptor (start, length of the section up to and including the
+  // commit, abort handler) lives in a writable data section so that a
+  // shared library gets ordinary relocations for it. The abort handler is
+  // preceded by the signature glibc registered (RSEQ_SIG), embedded in a
+  // ud1 instruction as the kernel's selftests do, so it never executes.
+  asm goto(
+      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".balign 32\n\t"
+      "3:\n\t"
+      ".long 0x0, 0x0\n\t"
+      ".quad 1f, (2f - 1f), 4f\n\t"
+      ".popsection\n\t"
+      "leaq 3b(%%rip), %%rax\n\t"
+      "movq %%rax, %[rseq_cs]\n\t"
+      "1:\n\t"
+      "cmpl %[cpu], %[cpu_id]\n\t"
+      "jnz %l[aborted]\n\t"
+      "cmpb $0, %[lock]\n\t"
+      "jnz %l[mismatch]\n\t"
+      "cmpq %[expected_owner], %[owner]\n\t"
+      "jnz %l[mismatch]\n\t"
+      "cmpq %[expected], %[word]\n\t"
+      "jnz %l[mismatch]\n\t"
+      "movq %[desired], %[word]\n\t"
+      "2:\n\t"
+      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".byte 0x0f, 0xb9, 0x3d\n\t"
+      ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked by a static_assert
+      "4:\n\t"
+      "jmp %l[aborted]\n\t"
+      ".popsection\n\t"
+      :
+      : [rseq_cs] "m"(area->rseq_cs), [cpu_id] "m"(area->cpu_id),
+        [cpu] "r"(cpu), [lock] "m"(*static_cast<const uint8_t*>(lock)),
+        [owner] "m"(*static_cast<const uint64_t*>(owner)),
+        [expected_owner] "r"(reinterpret_cast<uint64_t>(expected_owner)),
+        [word] "m"(*word), [expected] "r"(expected), [desired] "r"(desired)
+      : "memory", "cc", "rax"
+      : aborted, mismatch);
+  return RseqResult::kCommitted;
+aborted:
+  return RseqResult::kAborted;
+mismatch:
+  return RseqResult::kMismatch;
+}
+#endif
+
+// Waits until no rseq critical section of this process that started
+// before the call is still in flight on CPU `cpu` (membarrier(2)
+// MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ with MEMBARRIER_CMD_FLAG_CPU; the
+// kernel restarts such a section). Costs a system call and at most one
+// inter-processor interrupt. A no-op when the calling thread runs on `cpu`.
+// REQUIRES: RseqCommitAvailable().
+void RseqExclude(uint32_t cpu);
+
+}  // namespace umemcg::internal
+
+#endif  // UMEMCG_SRC_PORT_RSEQ_H_

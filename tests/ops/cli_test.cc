@@ -1,0 +1,221 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The umemcg tool on a cgroupfs-like fixture of plain files
+// (testdata/cgroupfs, copied to a temporary directory), compared with
+// golden outputs in testdata/; and its table code on synthetic snapshots.
+// Regenerate the golden files after an intended change with
+// UMEMCG_UPDATE_GOLDEN=1.
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "commands.h"
+#include "format.h"
+#include "ops_test_util.h"
+#include "top.h"
+
+namespace umemcg::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kCli = UMEMCG_CLI_PATH;
+const fs::path kTestData = UMEMCG_TESTDATA_DIR;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fix_ = dir_.path() + "/cg";
+    fs::copy(kTestData / "cgroupfs", fix_, fs::copy_options::recursive);
+  }
+
+  Cmd Cli(const std::string& args) { return Shell(kCli + " " + args); }
+
+  // Compares `actual` with testdata/<name> (or rewrites it).
+  void ExpectGolden(const std::string& name, const std::string& actual) {
+    const fs::path golden = kTestData / name;
+    const char* update = std::getenv("UMEMCG_UPDATE_GOLDEN");
+    if (update != nullptr && std::string(update) == "1") {
+      WriteText(golden, actual);
+      return;
+    }
+    EXPECT_EQ(actual, ReadText(golden)) << "golden file " << golden;
+  }
+
+  // Runs the tool with `args`: it must succeed and print testdata/<golden>.
+  void ExpectGoldenRun(const std::string& args, const std::string& golden) {
+    const Cmd c = Cli(args);
+    ASSERT_EQ(c.status, 0) << args << "\n" << c.out;
+    ExpectGolden(golden, c.out);
+  }
+
+  TempDir dir_;
+  std::string fix_;
+};
+
+TEST_F(CliTest, TreeGolden) {
+  ExpectGoldenRun("tree " + Quote(fix_), "tree.txt");
+  ExpectGoldenRun("--bytes tree " + Quote(fix_), "tree_bytes.txt");
+  // A subtree, by path and below a root.
+  Cmd c = Cli("--root " + Quote(fix_) + " tree web");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(c.out,
+            "GROUP      CURRENT  HIGH   MAX\n"
+            "web           1.5G  2.0G  4.0G\n"
+            "├─ api        1.5G   max  2.0G\n"
+            "└─ static     4.0K   max   max\n");
+  EXPECT_EQ(Cli("tree " + Quote(fix_ + "/web")).out,
+            "GROUP      CURRENT  HIGH   MAX\n"
+            "/             1.5G  2.0G  4.0G\n"
+            "├─ api        1.5G   max  2.0G\n"
+            "└─ static     4.0K   max   max\n");
+}
+
+TEST_F(CliTest, TopOnceGolden) {
+  ExpectGoldenRun("top --once --delay 0 " + Quote(fix_), "top_once.txt");
+  Cmd c = Cli("top --once --delay 0 --order name " + Quote(fix_));
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(c.out.substr(c.out.find('\n') + 1, 2), "/ ");
+  // Batch mode: one table per refresh.
+  c = Cli("top --batch -n 2 --delay 0 " + Quote(fix_));
+  ASSERT_EQ(c.status, 0) << c.out;
+  size_t headers = 0;
+  for (size_t p = 0; (p = c.out.find("GROUP", p)) != std::string::npos; ++p) {
+    ++headers;
+  }
+  EXPECT_EQ(headers, 2u);
+}
+
+TEST_F(CliTest, MetricsGolden) {
+  ExpectGoldenRun("metrics " + Quote(fix_), "metrics.txt");
+}
+
+TEST_F(CliTest, CatShowsSizesHumanOrRaw) {
+  EXPECT_EQ(Cli("cat " + Quote(fix_ + "/web") + " memory.current").out,
+            "1.5G\n");
+  EXPECT_EQ(Cli("--bytes cat " + Quote(fix_ + "/web") + " memory.current").out,
+            "1610612736\n");
+  EXPECT_EQ(Cli("cat " + Quote(fix_ + "/batch") + " memory.max").out, "max\n");
+  EXPECT_EQ(Cli("cat " + Quote(fix_ + "/batch") + " memory.current").out,
+            "512B\n");
+  EXPECT_EQ(Cli("cat " + Quote(fix_ + "/web") + " memory.events").out,
+            ReadText(fix_ + "/web/memory.events"));
+  Cmd c = Cli("cat " + Quote(fix_ + "/nomem") + " memory.current");
+  EXPECT_EQ(c.status, 1);
+  EXPECT_NE(c.out.find("No such file or directory"), std::string::npos)
+      << c.out;
+}
+
+TEST_F(CliTest, SetWritesTheFile) {
+  Cmd c = Cli("set " + Quote(fix_ + "/web/api") + " memory.max 8G");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(ReadText(fix_ + "/web/api/memory.max"), "8G");
+  c = Cli("--root " + Quote(fix_) + " set web/api memory.high max");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(ReadText(fix_ + "/web/api/memory.high"), "max");
+  c = Cli("set " + Quote(fix_ + "/nomem") + " memory.max 1G");
+  EXPECT_EQ(c.status, 1);
+  EXPECT_FALSE(fs::exists(fix_ + "/nomem/memory.max"));  // never created
+}
+
+TEST_F(CliTest, RefusesPathTraversal) {
+  fs::create_directory_symlink(fix_ + "/web", fix_ + "/link");
+  fs::create_symlink(fix_ + "/batch/memory.current", fix_ + "/web/memory.link");
+  const std::string q = Quote(fix_);
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"cat " + Quote(fix_ + "/web/../batch") + " memory.current", "'..'"},
+      {"cat " + Quote(fix_ + "/..") + " memory.current", "'..'"},
+      {"tree " + Quote(fix_ + "/web/.."), "'..'"},
+      {"--root " + q + " cat /web memory.current", "relative"},
+      {"--root " + q + " cat web/../batch memory.current", "'..'"},
+      {"--root " + q + " cat ../cg/web memory.current", "'..'"},
+      {"--root " + q + " set .. memory.max 1", "'..'"},
+      {"--root " + q + " cat link memory.current", "not a group directory"},
+      {"cat " + Quote(fix_ + "/web") + " ../batch/memory.current",
+       "not a file name"},
+      {"cat " + Quote(fix_ + "/web") + " ..", "not a file name"},
+      {"cat " + Quote(fix_ + "/web") + " memory.link", "Too many levels"},
+      {"set " + Quote(fix_ + "/web") + " memory.link 1", "Too many levels"},
+  };
+  for (const Case& c : cases) {
+    const Cmd r = Cli(c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n"
+                                                        << r.out;
+  }
+  EXPECT_EQ(ReadText(fix_ + "/batch/memory.current"), "512\n");  // untouched
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Cli("").status, 2);
+  EXPECT_EQ(Cli("frobnicate x").status, 2);
+  EXPECT_EQ(Cli("cat " + Quote(fix_)).status, 2);
+  EXPECT_EQ(Cli("top --order bogus " + Quote(fix_)).status, 2);
+  EXPECT_EQ(Cli("--help").status, 0);
+  EXPECT_EQ(Cli("tree /nonexistent/dir").status, 1);
+}
+
+// ---- The table code ----
+
+GroupSample MakeSample(std::string path, uint64_t current, uint64_t max,
+                       uint64_t max_events) {
+  GroupSample g;
+  g.path = std::move(path);
+  g.depth = g.path.empty() ? 0 : 1;
+  g.current = current;
+  g.max = max;
+  g.high = kUnlimitedBytes;
+  g.events = {{"low", 0},
+              {"high", 0},
+              {"max", max_events},
+              {"oom", 0},
+              {"oom_kill", 0}};
+  return g;
+}
+
+TEST(CliTableTest, TopShowsEventDeltasSorted) {
+  MetricsSnapshot before, now;
+  before.groups = {MakeSample("a", 100 << 20, 200 << 20, 5),
+                   MakeSample("b", 10 << 20, kUnlimitedBytes, 0)};
+  now.groups = {MakeSample("a", 50 << 20, 200 << 20, 9),
+                MakeSample("b", 80 << 20, kUnlimitedBytes, 0),
+                MakeSample("c", 1 << 20, 2 << 20, 3)};  // new: counts from zero
+  EXPECT_EQ(
+      cli::RenderTop(before, now, cli::TopOrder::kCurrent, false),
+      "GROUP  CURRENT  HIGH     MAX  %MAX  +LOW  +HIGH  +MAX  +OOM  +KILL\n"
+      "b        80.0M   max     max     -     0      0     0     0      0\n"
+      "a        50.0M   max  200.0M  25.0     0      0     4     0      0\n"
+      "c         1.0M   max    2.0M  50.0     0      0     3     0      0\n");
+  const std::string by_events =
+      cli::RenderTop(before, now, cli::TopOrder::kEvents, true);
+  EXPECT_EQ(by_events.substr(by_events.find('\n') + 1, 2), "a ");
+  const std::string by_percent =
+      cli::RenderTop(before, now, cli::TopOrder::kPercent, false, 1);
+  EXPECT_EQ(by_percent.substr(by_percent.find('\n') + 1, 2), "c ");
+  EXPECT_EQ(std::count(by_percent.begin(), by_percent.end(), '\n'), 2);
+  const std::string by_max =
+      cli::RenderTop(before, now, cli::TopOrder::kMax, false);
+  EXPECT_EQ(by_max.substr(by_max.find('\n') + 1, 2), "a ");
+}
+
+TEST(CliTableTest, SizesAndPercents) {
+  EXPECT_EQ(cli::FormatSize(std::nullopt, false), "-");
+  EXPECT_EQ(cli::FormatSize(kUnlimitedBytes, true), "max");
+  EXPECT_EQ(cli::FormatSize(0, false), "0B");
+  EXPECT_EQ(cli::FormatSize(1023, false), "1023B");
+  EXPECT_EQ(cli::FormatSize(1024, false), "1.0K");
+  EXPECT_EQ(cli::FormatSize(1536ull << 20, false), "1.5G");
+  EXPECT_EQ(cli::FormatSize(uint64_t{1} << 62, false), "4.0E");
+  EXPECT_EQ(cli::FormatSize(12345, true), "12345");
+  EXPECT_EQ(cli::FormatPercent(1, 3), "33.3");
+  EXPECT_EQ(cli::FormatPercent(1, kUnlimitedBytes), "-");
+  EXPECT_EQ(cli::FormatPercent(std::nullopt, 3), "-");
+}
+
+}  // namespace
+}  // namespace umemcg::testing

@@ -1,0 +1,118 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// umemcg: look at and steer memory groups the way one does kernel cgroups,
+// on a umemcg FUSE mount or a cgroup-v2 hierarchy (/sys/fs/cgroup).
+//
+//   umemcg tree DIR                       the groups, usage and limits
+//   umemcg top DIR [--once]               refreshing table, like systemd-cgtop
+//   umemcg cat DIR/GROUP FILE             one memory file
+//   umemcg set DIR/GROUP FILE VALUE       write one (e.g. memory.max 4G)
+//   umemcg metrics DIR                    Prometheus text exposition
+//
+// Global flags: --bytes (raw byte counts instead of "4.0G"), --root DIR
+// (then DIR/GROUP arguments are group paths below DIR, never "..", never
+// absolute). Exit status: 0 ok, 1 error, 2 usage (bad arguments).
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "top.h"
+
+namespace {
+
+using umemcg::Status;
+using umemcg::StatusOr;
+
+int Fail(const std::string& command, const Status& s) {
+  std::fprintf(stderr, "umemcg %s: %s\n", command.c_str(),
+               s.message().empty() ? s.ToString().c_str()
+                                   : std::string(s.message()).c_str());
+  return 1;
+}
+
+int Print(const std::string& command, const StatusOr<std::string>& out) {
+  if (!out.ok()) return Fail(command, out.status());
+  std::fputs(out.value().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace cli = umemcg::cli;
+  CLI::App app{
+      "umemcg: cgroup-v2 memory groups of a umemcg mount or /sys/fs/cgroup"};
+  app.require_subcommand(1);
+  bool raw = false;
+  std::string root;
+  app.add_flag("--bytes", raw, "Print sizes as raw byte counts");
+  app.add_option("-r,--root", root,
+                 "Directory the DIR/GROUP arguments are group paths below "
+                 "(relative, no '..')");
+
+  std::string target, file, value;
+  auto* tree = app.add_subcommand("tree",
+                                  "Show the group tree with usage "
+                                  "and limits");
+  tree->add_option("DIR", target, "Group directory")->required();
+
+  auto* top = app.add_subcommand(
+      "top", "Refreshing table of groups sorted by usage (like systemd-cgtop)");
+  top->add_option("DIR", target, "Group directory")->required();
+  cli::TopOptions top_options;
+  double delay_s = 1.0;
+  std::string order = "current";
+  top->add_flag("--once", top_options.once,
+                "Print one table (events counted over one --delay) and exit");
+  top->add_flag("-b,--batch", top_options.batch,
+                "Print a table per refresh instead of redrawing");
+  top->add_option("-d,--delay", delay_s, "Seconds between refreshes")
+      ->check(CLI::Range(0.0, 3600.0));
+  top->add_option("-n,--iterations", top_options.iterations,
+                  "Tables to print in batch mode (0: until interrupted)")
+      ->check(CLI::NonNegativeNumber);
+  top->add_option("-o,--order", order,
+                  "Sort by current, max, percent, events or name")
+      ->check(CLI::IsMember({"current", "max", "percent", "events", "name"}));
+
+  auto* cat = app.add_subcommand("cat", "Print a memory file of a group");
+  cat->add_option("DIR/GROUP", target, "Group directory")->required();
+  cat->add_option("FILE", file, "File name (memory.current, ...)")->required();
+
+  auto* set = app.add_subcommand("set", "Write a memory file of a group");
+  set->add_option("DIR/GROUP", target, "Group directory")->required();
+  set->add_option("FILE", file, "File name (memory.max, ...)")->required();
+  set->add_option("VALUE", value, "Value (4G, max, ...)")->required();
+
+  auto* metrics = app.add_subcommand(
+      "metrics", "Print the tree's metrics in the Prometheus text format");
+  metrics->add_option("DIR", target, "Group directory")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; bad arguments are exit status 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  const std::string command = app.get_subcommands().front()->get_name();
+  StatusOr<cli::Target> t = cli::OpenTarget(target, root);
+  if (!t.ok()) return Fail(command, t.status());
+
+  if (tree->parsed()) return Print(command, cli::TreeCommand(t.value(), raw));
+  if (cat->parsed()) {
+    return Print(command, cli::CatCommand(t.value(), file, raw));
+  }
+  if (set->parsed()) {
+    const Status s = cli::SetCommand(t.value(), file, value);
+    return s.ok() ? 0 : Fail(command, s);
+  }
+  if (metrics->parsed()) return Print(command, cli::MetricsCommand(t.value()));
+  top_options.raw = raw;
+  top_options.delay =
+      std::chrono::milliseconds(static_cast<int64_t>(delay_s * 1000 + 0.5));
+  top_options.order = *cli::ParseTopOrder(order);
+  return cli::RunTop(t.value(), top_options);
+}

@@ -1,0 +1,53 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// `umemcg top`: a refreshing table of groups like systemd-cgtop: usage,
+// limits, percent of max and the memory events raised since the previous
+// refresh, sorted. On a terminal it redraws in place and takes keys (c, m,
+// p, e, n: order by current, max, percent, events, name; q quits);
+// otherwise, or with --batch, it prints one table per refresh. --once
+// prints a single table (events counted over one --delay).
+//
+// Thread safety: plain functions.
+
+#ifndef UMEMCG_TOOLS_TOP_H_
+#define UMEMCG_TOOLS_TOP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "commands.h"
+#include "umemcg/metrics.h"
+
+namespace umemcg::cli {
+
+enum class TopOrder { kCurrent, kMax, kPercent, kEvents, kName };
+// "current", "max", "percent", "events", "name".
+std::optional<TopOrder> ParseTopOrder(std::string_view name);
+const char* TopOrderName(TopOrder order);
+
+struct TopOptions {
+  TopOrder order = TopOrder::kCurrent;
+  bool raw = false;
+  std::chrono::milliseconds delay{1000};
+  // Tables to print in batch mode; 0 = until interrupted.
+  int iterations = 0;
+  bool once = false;
+  bool batch = false;  // batch mode even on a terminal
+};
+
+// One table of `now`'s groups; the event columns are the increase of each
+// memory.events counter since `before` (a group absent from `before`
+// counts from zero). Rows sorted by `order` (descending, name ascending for
+// ties and for kName); at most `max_rows` rows.
+std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
+                      TopOrder order, bool raw, size_t max_rows = SIZE_MAX);
+
+// Runs the command on stdout; returns the exit status.
+int RunTop(Target& target, const TopOptions& options);
+
+}  // namespace umemcg::cli
+
+#endif  // UMEMCG_TOOLS_TOP_H_
