@@ -1,6 +1,10 @@
 # umemcg quick start:
-#   make bench   install what is missing, build `release`, run the main job
-#                (for now the charge, object and statistics benchmarks)
+#   make bench   install what is missing, build `release`, run the main job:
+#                `umemcg-bench all --quick --plots out/plots` (< 5 minutes
+#                on 2 cores; the seed-claim report, plots in out/plots/)
+#   make bench-micro   the Google Benchmark programs with their ratio reports
+#   make bench-static  a fully static umemcg-bench (build/release-static/bin/)
+#                for bench/scaling-sweep.sh on a bigger machine
 #   make test    install what is missing, build and run every test suite in
 #                the release, asan (ASan+UBSan) and tsan presets, then each
 #                fuzzer (fuzz preset, clang) for FUZZ_SECONDS (default 60)
@@ -11,10 +15,12 @@ DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev
                 libbenchmark-dev nlohmann-json3-dev python3 sqlite3
 # Operator interfaces: FUSE mount, metrics server (+ curl for its tests), CLI.
 DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
+# umemcg-bench: command line parsing (CLI11, above) and SVG plots.
+DEB_PACKAGES += gnuplot-nox
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test bench format clean $(addprefix build-,$(TEST_PRESETS) debug)
+.PHONY: all deps build test bench bench-micro bench-static format clean $(addprefix build-,$(TEST_PRESETS) debug)
 
 all: build
 
@@ -38,14 +44,28 @@ build: build-release
 test: deps
 	@bash scripts/run_tests.sh $(TEST_PRESETS)
 
-# Until umemcg-bench lands: the micro-benchmark programs, each ending in a
-# ratio report (JSON copies under build/release/).
-BENCHMARKS := charge_benchmark obj_benchmark stats_benchmark
+# The main job: every seed experiment briefly, one report, SVG plots.
+PLOTS_DIR := out/plots
 
 bench: build-release
+	@mkdir -p $(PLOTS_DIR)
+	./build/release/bin/umemcg-bench all --quick --plots $(PLOTS_DIR)
+	@echo "plots: $(abspath $(PLOTS_DIR))/*.svg"
+
+# The micro-benchmark programs, each ending in a ratio report (JSON copies
+# under build/release/).
+BENCHMARKS := charge_benchmark obj_benchmark stats_benchmark
+
+bench-micro: build-release
 	@set -e; for b in $(BENCHMARKS); do \
 	  echo "==== $$b"; ./build/release/bin/$$b --json=build/release/$$b.json; \
 	done
+
+# A fully static umemcg-bench for bench/scaling-sweep.sh.
+bench-static: deps
+	cmake --preset release-static >/dev/null
+	cmake --build --preset release-static
+	@echo "static binary: build/release-static/bin/umemcg-bench"
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')

@@ -13,13 +13,6 @@
 
 namespace umemcg::bench {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 void RatioReporter::ReportRuns(const std::vector<Run>& reports) {
   ConsoleReporter::ReportRuns(reports);
   for (const Run& run : reports) {
@@ -212,17 +205,6 @@ bool InitBenchmarks(int argc, char** argv, std::string* json_path,
   return !benchmark::ReportUnrecognizedArguments(bench_argc, args.data());
 }
 
-std::vector<int> AllowedCpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
-  return cpus;
-}
-
 benchmark::ConsoleReporter::OutputOptions ConsoleFormat() {
   return isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_Defaults
                                : benchmark::ConsoleReporter::OO_Tabular;
@@ -247,17 +229,9 @@ std::function<bool(std::string_view)> NoPinFlag(bool* pin) {
 }
 
 ScopedPin::ScopedPin(const benchmark::State& state,
-                     const std::vector<int>& cpus, bool enabled) {
-  if (!enabled || state.threads() < 2 || cpus.size() < 2) return;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(old_), &old_) != 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpus[static_cast<size_t>(state.thread_index()) % cpus.size()], &set);
-  active_ = pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-}
-
-ScopedPin::~ScopedPin() {
-  if (active_) pthread_setaffinity_np(pthread_self(), sizeof(old_), &old_);
-}
+                     const std::vector<int>& cpus, bool enabled)
+    : pin_(enabled && state.threads() >= 2 && cpus.size() >= 2
+               ? cpus[static_cast<size_t>(state.thread_index()) % cpus.size()]
+               : -1) {}
 
 }  // namespace umemcg::bench

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.h"  // IWYU pragma: export (Median, AllowedCpus)
+
 namespace umemcg::bench {
 
 // ---- Result collection ----
@@ -37,9 +39,6 @@ struct Sample {
   // code, decides the numbers.
   double on_cpu() const { return cpu_ns_per_op / (threads * ns_per_op); }
 };
-
-// The median (mean of the middle two for an even count); NAN when empty.
-double Median(std::vector<double> v);
 
 // The console output as usual, plus every per-repetition run collected by
 // "<function>[/<args>]/threads:<n>" for the ratio report.
@@ -113,8 +112,6 @@ bool WriteJson(const Report& r, const std::string& path);
 // Google Benchmark. False on arguments nobody recognised.
 bool InitBenchmarks(int argc, char** argv, std::string* json_path,
                     const std::function<bool(std::string_view)>& own);
-// The CPUs this process may run on, ascending.
-std::vector<int> AllowedCpus();
 // Console output options for a RatioReporter: tabular unless on a tty.
 benchmark::ConsoleReporter::OutputOptions ConsoleFormat();
 // Prints the report, and writes it as JSON when json_path is not empty.
@@ -132,13 +129,9 @@ class ScopedPin {
  public:
   ScopedPin(const benchmark::State& state, const std::vector<int>& cpus,
             bool enabled);
-  ~ScopedPin();
-  ScopedPin(const ScopedPin&) = delete;
-  ScopedPin& operator=(const ScopedPin&) = delete;
 
  private:
-  cpu_set_t old_;
-  bool active_ = false;
+  ScopedCpuPin pin_;
 };
 
 }  // namespace umemcg::bench

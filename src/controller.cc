@@ -88,6 +88,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   info.local_events = options.local_events;
   info.stats_flush_mode = options.stats_flush_mode;
   info.stats_flush_period = options.stats_flush_period;
+  info.stats_update_early_stop = options.stats_update_early_stop;
   info.nr_stat_items = stat_names.size();
 
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
@@ -106,6 +107,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ro.clock = ctrl->clock_;
   ctrl->rstat_ =
       std::make_unique<internal::Rstat>(&ctrl->stock_->cpu(), std::move(ro));
+  if (!info.stats_update_early_stop) ctrl->rstat_->DisableEarlyStop();
   ctrl->stat_names_ = std::move(stat_names);
   ctrl->stat_units_ = std::move(stat_units);
   ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);

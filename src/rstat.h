@@ -202,6 +202,10 @@ class Rstat {
   uint64_t threshold() const { return threshold_; }
   StatsFlushMode mode() const { return mode_; }
   int nr_shards() const { return shards_.size(); }
+  // ControllerOptions::stats_update_early_stop = false: every update counts
+  // at every ancestor (the per-level walk without the early stop; for
+  // benchmarks). REQUIRES: called before any update.
+  void DisableEarlyStop() { early_stop_ = false; }
 
   // The hot path: adds `delta` to item `i` of `g` on this CPU.
   // REQUIRES: i < nr_items().
@@ -282,7 +286,7 @@ class Rstat {
   // REQUIRES: shard k locked.
   void CountUpdate(GroupStats* g, int k, uint64_t m) {
     for (GroupStats* a = g; a != nullptr; a = a->parent_) {
-      if (OverThreshold(a)) {
+      if (early_stop_ && OverThreshold(a)) {
         StopCount(a, k);
         return;
       }
@@ -325,6 +329,7 @@ class Rstat {
   const uint64_t threshold_;
   const std::chrono::nanoseconds period_;
   Clock* const clock_;
+  bool early_stop_ = true;  // set before any update, then read-only
   mutable PerCpu<StatShard> shards_;
 
   // Serialises flushers (kernel: the rstat lock). Taken per CPU pass.

@@ -123,6 +123,11 @@ struct ControllerOptions {
   // The periodic stats flusher's period (kernel FLUSH_TIME, 2 s); timed by
   // `clock`. 0 = no flusher thread. At most one hour.
   std::chrono::nanoseconds stats_flush_period = std::chrono::seconds(2);
+  // kPerGroupSubtree: an update stops counting pending updates at the first
+  // ancestor already over its flush threshold (true). false walks every
+  // level on every update, the naive per-level walk (umemcg-bench's
+  // `naive-walk` stat variant); values and bounds stay exact either way.
+  bool stats_update_early_stop = true;
 };
 
 // The settings in effect, after defaults were resolved.
@@ -143,6 +148,7 @@ struct ControllerInfo {
   bool local_events = false;
   StatsFlushMode stats_flush_mode = StatsFlushMode::kPerGroupSubtree;
   std::chrono::nanoseconds stats_flush_period{0};
+  bool stats_update_early_stop = true;
   size_t nr_stat_items = 0;  // built-in + custom
 };
 

@@ -1,0 +1,224 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "bench_util.h"
+#include "port/try_lock.h"  // internal::CpuRelax
+
+namespace umemcg::bench {
+
+double Result::field(const std::string& name) const {
+  auto it = fields.find(name);
+  return it == fields.end() ? NAN : it->second;
+}
+
+Status Failed(const std::string& what) {
+  return Status(StatusCode::kFailedPrecondition, what);
+}
+
+StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
+                                             std::vector<Config> configs,
+                                             int repeat, bool progress) {
+  if (repeat < 1) repeat = 1;
+  if (configs.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  scenario +
+                      ": no configuration matches these settings "
+                      "(variant names, --threads)");
+  }
+  std::vector<std::vector<Sample>> samples(configs.size());
+  const size_t total = configs.size() * static_cast<size_t>(repeat);
+  size_t done = 0;
+  for (int r = 0; r < repeat; ++r) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      const Config& cfg = configs[c];
+      if (progress) {
+        std::fprintf(stderr,
+                     "umemcg-bench: [%zu/%zu] %s %s batch=%d threads=%d "
+                     "depth=%d%s%s (repeat %d/%d)\n",
+                     ++done, total, scenario.c_str(), cfg.variant.c_str(),
+                     cfg.batch, cfg.threads, cfg.depth,
+                     cfg.mode.empty() ? "" : " mode=", cfg.mode.c_str(), r + 1,
+                     repeat);
+      }
+      StatusOr<Sample> s = cfg.run();
+      if (!s.ok()) {
+        return Failed(scenario + " " + cfg.variant + ": " +
+                      s.status().ToString());
+      }
+      samples[c].push_back(std::move(s).value());
+    }
+  }
+  std::vector<Result> out;
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const Config& cfg = configs[c];
+    Result res;
+    res.scenario = scenario;
+    res.variant = cfg.variant;
+    res.batch = cfg.batch;
+    res.threads = cfg.threads;
+    res.depth = cfg.depth;
+    res.mode = cfg.mode;
+    res.repeat = repeat;
+    res.balanced = true;  // every run returned OK, which includes the check
+    std::vector<double> ops, secs;
+    std::map<std::string, std::vector<double>> fields;
+    for (const Sample& s : samples[c]) {
+      ops.push_back(s.ops);
+      secs.push_back(s.seconds);
+      res.ops_per_sec_samples.push_back(s.seconds > 0 ? s.ops / s.seconds
+                                                      : NAN);
+      for (const auto& [k, v] : s.fields) fields[k].push_back(v);
+    }
+    res.ops = Median(ops);
+    res.seconds = Median(secs);
+    res.ops_per_sec = Median(res.ops_per_sec_samples);
+    for (auto& [k, v] : fields) res.fields[k] = Median(v);
+    // Keep the latencies of the run whose p99 is the median one.
+    if (!samples[c].empty() && !samples[c][0].latencies_us.empty()) {
+      std::vector<std::pair<double, size_t>> by_p99;
+      for (size_t i = 0; i < samples[c].size(); ++i) {
+        by_p99.emplace_back(Percentile(samples[c][i].latencies_us, 0.99), i);
+      }
+      std::sort(by_p99.begin(), by_p99.end());
+      res.latencies_us =
+          std::move(samples[c][by_p99[by_p99.size() / 2].second].latencies_us);
+    }
+    out.push_back(std::move(res));
+  }
+  return out;
+}
+
+void AddOverheads(std::vector<Result>& results) {
+  for (Result& r : results) {
+    for (const Result& u : results) {
+      if (u.variant == "unaccounted" && u.threads == r.threads &&
+          u.mode == r.mode && u.ops_per_sec > 0) {
+        r.fields["vs_unaccounted"] = r.ops_per_sec / u.ops_per_sec;
+        r.fields["overhead_vs_unaccounted"] = 1 - r.ops_per_sec / u.ops_per_sec;
+      }
+    }
+  }
+}
+
+void AddScalability(std::vector<Result>& results) {
+  for (Result& r : results) {
+    for (const Result& one : results) {
+      if (one.threads == 1 && one.scenario == r.scenario &&
+          one.variant == r.variant && one.batch == r.batch &&
+          one.depth == r.depth && one.mode == r.mode && one.ops_per_sec > 0) {
+        r.fields["scalability"] = r.ops_per_sec / (r.threads * one.ops_per_sec);
+      }
+    }
+  }
+}
+
+int CpuForThread(int index, bool pin) {
+  static const std::vector<int> cpus = AllowedCpus();
+  if (!pin || cpus.size() < 2) return -1;
+  return cpus[static_cast<size_t>(index) % cpus.size()];
+}
+
+double RunTimed(
+    int n, bool pin, double seconds,
+    const std::function<void(int, const std::atomic<bool>&)>& body) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> team;
+  team.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    team.emplace_back([&, i] {
+      ScopedCpuPin pin_here(CpuForThread(i, pin));
+      ready.fetch_add(1);
+      for (int spins = 0; !go.load(std::memory_order_acquire);) {
+        Backoff(spins);
+      }
+      body(i, stop);
+    });
+  }
+  while (ready.load() < n) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_until(start + std::chrono::duration<double>(seconds));
+  // Relaxed: `stop` only ends the loops and publishes no data; the bodies'
+  // results are read after join(), which synchronises with them.
+  stop.store(true, std::memory_order_relaxed);
+  const auto end = std::chrono::steady_clock::now();
+  for (std::thread& t : team) t.join();
+  return std::chrono::duration<double>(end - start).count();
+}
+
+void Backoff(int& spins) {
+  if (++spins < 256) {
+    internal::CpuRelax();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+StatusOr<std::unique_ptr<Controller>> MakeController(ControllerOptions o) {
+  auto c = Controller::Create(std::move(o));
+  if (!c.ok()) return Failed("Controller::Create: " + c.status().ToString());
+  return std::move(c).value();
+}
+
+StatusOr<std::vector<GroupRef>> MakeChain(Controller& ctrl, int depth,
+                                          Pages protect) {
+  std::vector<GroupRef> chain;
+  Group* parent = &ctrl.root();
+  for (int k = 1; k <= depth; ++k) {
+    auto g = ctrl.CreateGroup(*parent, Numbered("c", k));
+    if (!g.ok()) return Failed("CreateGroup: " + g.status().ToString());
+    chain.push_back(std::move(g).value());
+    parent = chain.back().get();
+  }
+  if (protect.raw() != 0 && !chain.empty()) {
+    if (Status s = chain[0]->SetMin(protect); !s.ok()) return s;
+    if (Status s = chain[0]->SetLow(protect); !s.ok()) return s;
+  }
+  return chain;
+}
+
+Status CheckBalanced(Controller& ctrl, const std::vector<GroupRef>& groups) {
+  ctrl.DrainAllStocks(ctrl.root());
+  for (const GroupRef& g : groups) {
+    auto current = g->ReadFile("memory.current");
+    if (!current.ok()) return current.status();
+    if (current.value() != "0\n") {
+      return Failed("group " + g->path() + " memory.current " +
+                    current.value() + "after the run");
+    }
+  }
+  if (ctrl.root().usage().raw() != 0) {
+    return Failed("root usage " + std::to_string(ctrl.root().usage().raw()) +
+                  " pages after the run");
+  }
+  if (Status s = ctrl.CheckInvariants(); !s.ok()) return s;
+  if (ctrl.underflows() != 0) {
+    return Failed(std::to_string(ctrl.underflows()) + " uncharge underflows");
+  }
+  return Status::Ok();
+}
+
+std::string Numbered(const char* prefix, int64_t i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
+
+double Percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return NAN;
+  const size_t i =
+      std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()));
+  return sorted[i];
+}
+
+}  // namespace umemcg::bench

@@ -1,0 +1,165 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// umemcg-bench's harness: the settings of one invocation (Params), one
+// measured configuration (Result), running configurations side by side
+// (RunInterleaved: every repeat runs every configuration once, in turn, so
+// ratios compare numbers taken under the same machine noise), timed
+// thread teams with a start barrier, and the balance check every scenario
+// ends with (every group's memory.current back to zero, CheckInvariants ok,
+// no underflow).
+//
+// Thread safety: Params and Result are plain values. RunTimed starts and
+// joins its own threads; everything else is for the calling thread.
+
+#ifndef UMEMCG_BENCH_UMEMCG_BENCH_HARNESS_H_
+#define UMEMCG_BENCH_UMEMCG_BENCH_HARNESS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "umemcg/umemcg.h"
+
+namespace umemcg::bench {
+
+// The command line of one scenario run. Zero / empty means "the
+// scenario's default" where noted.
+struct Params {
+  std::vector<std::string> variants;  // empty: the scenario's default set
+  int threads = 0;                    // 0: scenario default
+  int pairs = 0;                      // sendfile: 0 = 1 pair per 2 CPUs
+  std::vector<int> batches;           // empty: the scenario's default set
+  int depth = 0;                      // 0: scenario default
+  int groups = 10000;                 // statread leaves and parents
+  double seconds = 1.0;               // per timed run
+  uint64_t iterations = 1400000;      // kmem single-thread loop
+  int repeat = 3;
+  uint64_t payload = 10240;      // sendfile/multitenant bytes copied per msg
+  int stock_slots = 0;           // multitenant: 0 = both 1 and 7
+  int tenants = 8;               // multitenant leaves
+  int softirq_threads = 2;       // multitenant charging threads
+  std::string mode = "process";  // pagefault: process, thread or both
+  bool single_task_baseline = true;  // pagefault: also measure 1 task
+  uint64_t object_size = 0;          // kmem: 0 = 64 (1 thread) / 4096 (N)
+  bool pin = true;                   // pin threads to distinct allowed CPUs
+  bool progress = false;             // progress lines on stderr
+};
+
+// One measured configuration (medians over the repeats).
+struct Result {
+  std::string scenario;
+  std::string variant;
+  int batch = 0;  // ControllerOptions::batch (0: no controller involved)
+  int threads = 0;
+  int depth = 0;
+  std::string mode;  // pagefault: "process" or "thread"
+  int repeat = 0;
+  double seconds = 0;      // median wall time of one run
+  double ops = 0;          // median ops of one run
+  double ops_per_sec = 0;  // median over the repeats of ops / seconds
+  std::vector<double> ops_per_sec_samples;
+  // Scenario fields (ns_per_op, rmw_per_op, p99_us, ...): medians.
+  std::map<std::string, double> fields;
+  // statread: every read latency of the median-p99 repeat, sorted (CDF).
+  std::vector<double> latencies_us;
+  bool balanced = false;  // every run ended with balanced accounting
+
+  double field(const std::string& name) const;  // NAN if absent
+};
+
+// One run of one configuration.
+struct Sample {
+  double ops = 0;
+  double seconds = 0;
+  std::map<std::string, double> fields;
+  std::vector<double> latencies_us;  // sorted; the run with median p99 kept
+};
+
+// A configuration to measure: identity plus the function that runs it once
+// (it returns an error when the run could not be done or did not end
+// balanced).
+struct Config {
+  std::string variant;
+  int batch = 0;
+  int threads = 0;
+  int depth = 0;
+  std::string mode;
+  std::function<StatusOr<Sample>()> run;
+};
+
+// Runs every config `repeat` times, interleaved (repeat 1 of each, then
+// repeat 2 of each, ...), and returns their medians in config order.
+// Progress lines go to stderr when `progress`.
+StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
+                                             std::vector<Config> configs,
+                                             int repeat, bool progress);
+
+// Adds vs_unaccounted (ops/s over the "unaccounted" result with the same
+// threads and mode) and overhead_vs_unaccounted (1 - that) to each result.
+void AddOverheads(std::vector<Result>& results);
+
+// Adds scalability = ops/s / (threads x ops/s of the 1-thread result with
+// the same scenario, variant, batch, depth and mode) where one exists
+// (will-it-scale's, with the single-task run of the same mode as base).
+void AddScalability(std::vector<Result>& results);
+
+// ---- Threads ----
+
+// The CPU thread `index` of a team should be pinned to: the index-th
+// allowed CPU modulo their number, or -1 when !pin or with one CPU.
+int CpuForThread(int index, bool pin);
+
+// Starts `n` threads running body(i, stop), waits until all are ready,
+// releases them together, lets them run `seconds`, sets `stop` and joins
+// them. Thread i is pinned to CpuForThread(i, pin). Returns the wall time
+// from the release to the stop. Bodies check `stop` (relaxed) between
+// operations and do their untimed cleanup after it is set.
+double RunTimed(int n, bool pin, double seconds,
+                const std::function<void(int, const std::atomic<bool>&)>& body);
+
+// The loop condition of a RunTimed body that has done `done` operations:
+// true until `stop`, and always before the first operation, so every
+// thread does at least one whatever the scheduler does (runs stay
+// non-empty on a loaded machine or under sanitizers).
+inline bool KeepRunning(const std::atomic<bool>& stop, uint64_t done) {
+  // Relaxed: `stop` publishes nothing (see RunTimed).
+  return done == 0 || !stop.load(std::memory_order_relaxed);
+}
+
+// Busy-wait helper for threads waiting on a partner: spins briefly, then
+// yields (the partner may share this CPU with other load).
+void Backoff(int& spins);
+
+// ---- Controllers and checks ----
+
+// Controller::Create, or an error naming `what`.
+StatusOr<std::unique_ptr<Controller>> MakeController(ControllerOptions o);
+
+// A chain root -> c1 -> ... -> c<depth> (depth >= 1); min and low of c1
+// set to `protect` pages when non-zero. groups[k-1] is at depth k.
+StatusOr<std::vector<GroupRef>> MakeChain(Controller& ctrl, int depth,
+                                          Pages protect);
+
+// Drains every stock, then checks that every group in `groups` and the
+// root read memory.current 0, that CheckInvariants passes and that no
+// uncharge underflowed.
+Status CheckBalanced(Controller& ctrl, const std::vector<GroupRef>& groups);
+
+// prefix + decimal i ("c3"), without GCC 12's false -Wrestrict warning
+// on `"c" + std::to_string(i)`.
+std::string Numbered(const char* prefix, int64_t i);
+
+// Percentile q (0..1) of sorted `v` (nearest rank); NAN when empty.
+double Percentile(const std::vector<double>& sorted, double q);
+
+// A failed-precondition status with `what`.
+Status Failed(const std::string& what);
+
+}  // namespace umemcg::bench
+
+#endif  // UMEMCG_BENCH_UMEMCG_BENCH_HARNESS_H_

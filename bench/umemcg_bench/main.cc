@@ -1,0 +1,269 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// umemcg-bench: the memcg seeds' experiments as side-by-side ratios
+// (scenarios.h lists them; docs/benchmarks.md explains each).
+//
+//   umemcg-bench SCENARIO [--threads N | --pairs P] [--batch N[,N...]]
+//                [--variant NAME[,NAME...]] [--depth D] [--groups G]
+//                [--seconds S] [--iterations N] [--repeat R] [--json]
+//                [--plots DIR] [--quick] ...
+//   umemcg-bench all --quick --plots out/plots
+//   umemcg-bench report --from FILE.json... [--plots DIR]
+//                (tables, seed claims and plots of earlier --json output,
+//                e.g. bench/scaling-sweep.sh's directory)
+//
+// Output: a machine line, a settings line and a table per scenario
+// (stdout); with --json one JSON object per measured configuration per
+// line on stdout and the human report on stderr. Progress on stderr.
+// Exit status: 0 on success (targets are reported, never asserted), 1 if
+// a scenario failed (including an unbalanced run), 2 on usage errors.
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "report.h"
+#include "scenarios.h"
+
+namespace {
+
+using umemcg::bench::Params;
+
+// True if `scenario` offers `variant`.
+bool Offers(const std::string& scenario, const std::string& variant) {
+  for (const std::string& k : umemcg::bench::ScenarioVariants(scenario)) {
+    if (k == variant) return true;
+  }
+  return false;
+}
+using umemcg::bench::Result;
+
+struct Cli {
+  std::string scenario;
+  Params p;
+  bool json = false;
+  bool quick = false;
+  bool quiet = false;
+  bool no_pin = false;
+  std::string plots;
+  std::vector<std::string> from;  // report: JSON-lines files
+  double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 2.0)
+  int repeat = 0;      // 0: default (3, quick 5)
+};
+
+// The run of one scenario inside `all` (or alone), with its defaults.
+Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
+  Params p = cli.p;
+  const bool statread = scenario == "statread";
+  if (cli.seconds > 0) {
+    p.seconds = cli.seconds;
+  } else if (cli.quick) {
+    p.seconds = statread ? 2.0 : 0.4;
+  } else {
+    p.seconds = statread ? 2.5 : 1.0;
+  }
+  p.repeat = cli.repeat > 0 ? cli.repeat : (cli.quick ? 5 : 3);
+  if (all && scenario == "sendfile" && p.batches.empty()) {
+    p.batches = {16, 32, 64, 127};
+  }
+  if (all && scenario == "kmem" && p.batches.empty()) p.batches = {64, 32};
+  return p;
+}
+
+// Prints the plots of `results` into cli.plots (if set); false on errors.
+bool Plots(const Cli& cli, const std::vector<Result>& results,
+           std::FILE* human) {
+  if (cli.plots.empty()) return true;
+  auto svgs = umemcg::bench::WritePlots(cli.plots, results);
+  if (!svgs.ok()) {
+    std::fprintf(stderr, "umemcg-bench: plots: %s\n",
+                 svgs.status().ToString().c_str());
+    return false;
+  }
+  std::fprintf(human, "plots (%zu SVG) in %s/:\n", svgs.value().size(),
+               cli.plots.c_str());
+  for (const std::string& f : svgs.value()) {
+    std::fprintf(human, "  %s\n", f.c_str());
+  }
+  return true;
+}
+
+// `report`: tables, seed claims and plots of earlier JSON output.
+int Report(const Cli& cli) {
+  if (cli.from.empty()) {
+    std::fprintf(stderr, "umemcg-bench: report needs --from FILE...\n");
+    return 2;
+  }
+  auto results = umemcg::bench::ReadJsonLines(cli.from);
+  if (!results.ok()) {
+    std::fprintf(stderr, "umemcg-bench: %s\n",
+                 results.status().ToString().c_str());
+    return 1;
+  }
+  // Scalability across files (the sweep measures each thread count apart).
+  umemcg::bench::AddScalability(results.value());
+  std::printf("report of %zu results from %zu files\n", results.value().size(),
+              cli.from.size());
+  for (const std::string& s : umemcg::bench::ScenarioNames()) {
+    std::vector<Result> part;
+    for (const Result& r : results.value()) {
+      if (r.scenario == s) part.push_back(r);
+    }
+    if (part.empty()) continue;
+    std::printf("\n");
+    umemcg::bench::PrintTable(stdout, part);
+  }
+  std::printf("\nseed claims (ratios of medians; largest thread counts):\n");
+  umemcg::bench::PrintClaims(stdout,
+                             umemcg::bench::SeedClaims(results.value()));
+  return Plots(cli, results.value(), stdout) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli;
+  CLI::App app{
+      "umemcg-bench: user-space analogs of the memcg seed benchmarks, "
+      "measured side by side as ratios"};
+  std::vector<std::string> scenarios = umemcg::bench::ScenarioNames();
+  scenarios.push_back("all");
+  scenarios.push_back("report");
+  app.add_option("scenario", cli.scenario, "scenario to run")
+      ->required()
+      ->check(CLI::IsMember(scenarios));
+  app.add_option("--threads", cli.p.threads,
+                 "threads (pagefault tasks, kmem threads, statread writers, "
+                 "multitenant softirq threads; sendfile: pairs = N/2)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--pairs", cli.p.pairs, "sendfile sender/receiver pairs")
+      ->check(CLI::Range(1, 512));
+  app.add_option("--batch", cli.p.batches,
+                 "charge batch(es), comma separated (1..127)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 127));
+  app.add_option("--variant", cli.p.variants,
+                 "variant(s) to run, comma separated (default: all of the "
+                 "scenario's)")
+      ->delimiter(',');
+  app.add_option("--depth", cli.p.depth, "group depth of the charged leaf")
+      ->check(CLI::Range(1, 16));
+  app.add_option("--groups", cli.p.groups, "statread groups")
+      ->check(CLI::Range(2, 1000000));
+  app.add_option("--seconds", cli.seconds, "seconds per timed run")
+      ->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--iterations", cli.p.iterations,
+                 "kmem single-thread iterations");
+  app.add_option("--repeat", cli.repeat,
+                 "repeats, medians reported (default 3, --quick 5)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--payload", cli.p.payload,
+                 "bytes copied per message (sendfile, multitenant)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--stock-slots", cli.p.stock_slots,
+                 "multitenant: measure only this many stock slots")
+      ->check(CLI::Range(1, 16));
+  app.add_option("--tenants", cli.p.tenants, "multitenant tenants")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--softirq-threads", cli.p.softirq_threads,
+                 "multitenant charging threads")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--mode", cli.p.mode, "pagefault tasks: process, thread, both")
+      ->check(CLI::IsMember({"process", "thread", "both"}));
+  app.add_option("--object-size", cli.p.object_size, "kmem object bytes")
+      ->check(CLI::Range(8, 1 << 20));
+  bool no_single_task = false;
+  app.add_flag("--no-single-task", no_single_task,
+               "pagefault: measure only --threads N tasks, not also 1 "
+               "(no scalability field)");
+  app.add_flag("--json", cli.json, "JSON lines on stdout");
+  app.add_option("--plots", cli.plots, "write SVG plots (gnuplot) to DIR");
+  app.add_option("--from", cli.from,
+                 "report: JSON-lines files written with --json");
+  app.add_flag("--quick", cli.quick, "short runs (all: < 5 minutes)");
+  app.add_flag("--no-pin", cli.no_pin, "do not pin threads to CPUs");
+  app.add_flag("--quiet", cli.quiet, "no progress lines on stderr");
+  CLI11_PARSE(app, argc, argv);
+  cli.p.pin = !cli.no_pin;
+  cli.p.single_task_baseline = !no_single_task;
+  cli.p.progress = !cli.quiet;
+
+  for (const std::string& v : cli.p.variants) {
+    bool known = false;
+    for (const std::string& s : umemcg::bench::ScenarioNames()) {
+      if (cli.scenario == "all" || s == cli.scenario) known |= Offers(s, v);
+    }
+    if (!known) {
+      std::fprintf(stderr, "umemcg-bench: unknown variant '%s' for %s\n",
+                   v.c_str(), cli.scenario.c_str());
+      return 2;
+    }
+  }
+
+  if (cli.scenario == "report") return Report(cli);
+
+  const bool all = cli.scenario == "all";
+  std::vector<std::string> to_run = {cli.scenario};
+  if (all) to_run = umemcg::bench::ScenarioNames();
+  // The human report goes to stdout, or to stderr under --json.
+  std::FILE* human = cli.json ? stderr : stdout;
+  std::fprintf(
+      human, "%s\n%s\n", umemcg::bench::MachineLine().c_str(),
+      umemcg::bench::SettingsLine(ScenarioParams(cli, "", all), cli.quick)
+          .c_str());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Result> everything;
+  int rc = 0;
+  for (const std::string& s : to_run) {
+    Params p = ScenarioParams(cli, s, all);
+    // Under `all`, --variant filters only the scenarios offering it.
+    if (all && !p.variants.empty()) {
+      std::vector<std::string> mine;
+      for (const std::string& v : p.variants) {
+        if (Offers(s, v)) mine.push_back(v);
+      }
+      if (mine.empty()) continue;
+      p.variants = mine;
+    }
+    std::vector<std::vector<Result>> parts;
+    auto r = umemcg::bench::RunScenario(s, p);
+    if (r.ok()) parts.push_back(std::move(r).value());
+    // kmem in `all`: the single-thread loop, then N threads with 4 KiB.
+    if (r.ok() && all && s == "kmem" && cli.p.threads == 0) {
+      Params mp = p;
+      mp.threads = static_cast<int>(umemcg::bench::AllowedCpus().size());
+      mp.batches = {64};
+      r = umemcg::bench::RunScenario(s, mp);
+      if (r.ok()) parts.push_back(std::move(r).value());
+    }
+    if (!r.ok()) {
+      std::fprintf(stderr, "umemcg-bench: %s failed: %s\n", s.c_str(),
+                   r.status().ToString().c_str());
+      rc = 1;
+      continue;
+    }
+    for (std::vector<Result>& part : parts) {
+      std::fprintf(human, "\n");
+      umemcg::bench::PrintTable(human, part);
+      for (Result& res : part) {
+        if (cli.json) {
+          std::printf("%s\n", umemcg::bench::ToJson(res).dump().c_str());
+        }
+        everything.push_back(std::move(res));
+      }
+    }
+    std::fflush(stdout);
+  }
+  if (all) {
+    std::fprintf(human, "\nseed claims (ratios of medians, this machine):\n");
+    umemcg::bench::PrintClaims(human, umemcg::bench::SeedClaims(everything));
+  }
+  std::fprintf(
+      human, "\ntotal %.1f s\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
+  if (!Plots(cli, everything, human)) rc = 1;
+  return rc;
+}

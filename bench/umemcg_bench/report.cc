@@ -1,0 +1,347 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "report.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+
+namespace umemcg::bench {
+namespace {
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string CpuSourceNow() {
+  auto c = Controller::Create({.stats_flush_period = std::chrono::seconds(0)});
+  return c.ok() ? CpuSourceName(c.value()->info().cpu_source) : "unknown";
+}
+
+std::string Fmt(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
+}
+
+// The result of `scenario`/`variant` matching the given batch, depth and
+// threads (-1: any; for threads, the largest measured).
+const Result* Find(const std::vector<Result>& rs, const std::string& scenario,
+                   const std::string& variant, int batch = -1, int depth = -1,
+                   int threads = -1) {
+  const Result* best = nullptr;
+  for (const Result& r : rs) {
+    if (r.scenario != scenario || r.variant != variant) continue;
+    if (batch >= 0 && r.batch != batch) continue;
+    if (depth >= 0 && r.depth != depth) continue;
+    if (threads >= 0 && r.threads != threads) continue;
+    if (best == nullptr || r.threads > best->threads) best = &r;
+  }
+  return best;
+}
+
+constexpr int kLatencyQuantiles = 200;
+
+double Ops(const Result* r) { return r == nullptr ? NAN : r->ops_per_sec; }
+double Field(const Result* r, const char* f) {
+  return r == nullptr ? NAN : r->field(f);
+}
+
+}  // namespace
+
+std::string MachineLine() {
+  struct utsname u {};
+  uname(&u);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return "machine: " + std::to_string(AllowedCpus().size()) +
+         " CPUs allowed (" + std::to_string(online) + " online), " +
+         CpuModel() + ", cpu source " + CpuSourceNow() + ", " + u.sysname +
+         " " + u.release;
+}
+
+std::string SettingsLine(const Params& p, bool quick) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "settings: seconds=%g repeat=%d iterations=%llu payload=%llu "
+                "pin=%s%s",
+                p.seconds, p.repeat,
+                static_cast<unsigned long long>(p.iterations),
+                static_cast<unsigned long long>(p.payload),
+                p.pin ? "yes" : "no", quick ? " quick" : "");
+  return buf;
+}
+
+void PrintTable(std::FILE* out, const std::vector<Result>& results) {
+  std::fprintf(out, "%-12s %-18s %5s %4s %5s %-7s %13s %23s  %s\n", "scenario",
+               "variant", "batch", "thr", "depth", "mode", "ops/s",
+               "(min..max)", "fields");
+  for (const Result& r : results) {
+    const auto [lo, hi] = std::minmax_element(r.ops_per_sec_samples.begin(),
+                                              r.ops_per_sec_samples.end());
+    std::string fields;
+    for (const auto& [k, v] : r.fields) fields += k + "=" + Fmt(v) + " ";
+    std::string range;
+    if (lo != r.ops_per_sec_samples.end()) {
+      range.append("(").append(Fmt(*lo)).append("..").append(Fmt(*hi)) += ")";
+    }
+    std::fprintf(out, "%-12s %-18s %5d %4d %5d %-7s %13s %23s  %s\n",
+                 r.scenario.c_str(), r.variant.c_str(), r.batch, r.threads,
+                 r.depth, r.mode.empty() ? "-" : r.mode.c_str(),
+                 Fmt(r.ops_per_sec).c_str(), range.c_str(), fields.c_str());
+  }
+}
+
+nlohmann::json ToJson(const Result& r) {
+  static const std::string cpu_source = CpuSourceNow();
+  static const size_t cpus = AllowedCpus().size();
+  nlohmann::json j;
+  j["scenario"] = r.scenario;
+  j["variant"] = r.variant;
+  j["batch"] = r.batch;
+  j["threads"] = r.threads;
+  j["depth"] = r.depth;
+  j["mode"] = r.mode;
+  j["seconds"] = r.seconds;
+  j["ops"] = r.ops;
+  j["ops_per_sec"] = r.ops_per_sec;
+  j["repeat"] = r.repeat;
+  j["ops_per_sec_samples"] = r.ops_per_sec_samples;
+  j["balanced"] = r.balanced;
+  j["cpus"] = cpus;
+  j["cpu_source"] = cpu_source;
+  for (const auto& [k, v] : r.fields) {
+    if (std::isnan(v)) {
+      j[k] = nullptr;
+    } else {
+      j[k] = v;
+    }
+  }
+  if (!r.latencies_us.empty()) {
+    std::vector<double> q;
+    for (int i = 0; i <= kLatencyQuantiles; ++i) {
+      q.push_back(Percentile(r.latencies_us,
+                             static_cast<double>(i) / kLatencyQuantiles));
+    }
+    j["latency_quantiles_us"] = q;
+  }
+  return j;
+}
+
+StatusOr<Result> FromJson(const nlohmann::json& j) {
+  static const std::set<std::string> kIdentity = {
+      "scenario", "variant",    "batch",
+      "threads",  "depth",      "mode",
+      "seconds",  "ops",        "ops_per_sec",
+      "repeat",   "balanced",   "ops_per_sec_samples",
+      "cpus",     "cpu_source", "latency_quantiles_us"};
+  Result r;
+  try {
+    r.scenario = j.at("scenario").get<std::string>();
+    r.variant = j.at("variant").get<std::string>();
+    r.batch = j.at("batch").get<int>();
+    r.threads = j.at("threads").get<int>();
+    r.depth = j.value("depth", 0);
+    r.mode = j.value("mode", std::string());
+    r.seconds = j.at("seconds").get<double>();
+    r.ops = j.at("ops").get<double>();
+    r.ops_per_sec = j.at("ops_per_sec").get<double>();
+    r.repeat = j.at("repeat").get<int>();
+    r.balanced = j.value("balanced", false);
+    r.ops_per_sec_samples =
+        j.value("ops_per_sec_samples", std::vector<double>());
+    r.latencies_us = j.value("latency_quantiles_us", std::vector<double>());
+    for (const auto& [k, v] : j.items()) {
+      if (kIdentity.count(k) == 0 && v.is_number()) {
+        r.fields[k] = v.get<double>();
+      } else if (kIdentity.count(k) == 0 && v.is_null()) {
+        r.fields[k] = NAN;
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status(StatusCode::kInvalidArgument, e.what());
+  }
+  return r;
+}
+
+StatusOr<std::vector<Result>> ReadJsonLines(
+    const std::vector<std::string>& files) {
+  std::vector<Result> out;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) return Status(StatusCode::kNotFound, "cannot read " + f);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) {
+        return Status(StatusCode::kInvalidArgument,
+                      f + ":" + std::to_string(n) + ": not JSON");
+      }
+      auto r = FromJson(j);
+      if (!r.ok()) {
+        return Status(StatusCode::kInvalidArgument,
+                      f + ":" + std::to_string(n) + ": " +
+                          std::string(r.status().message()));
+      }
+      out.push_back(std::move(r).value());
+    }
+  }
+  return out;
+}
+
+// |ln ratio| below this is "no effect" (the kernel threads treat 3-10%
+// as noise).
+constexpr double kNoEffect = 0.05;
+
+std::string Verdict(const Claim& c) {
+  if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
+  const bool has_target =
+      !std::isnan(c.target_min) || !std::isnan(c.target_max);
+  const double m = std::log(c.measured);
+  const double k = std::log(c.kernel_ratio);
+  // Direction: the same side of 1 as the kernel's (both within 5% of 1
+  // count as "no effect" on both sides); with only a target, the side the
+  // target is on.
+  bool direction;
+  if (!std::isnan(c.kernel_ratio)) {
+    direction =
+        (std::abs(k) < kNoEffect && std::abs(m) < kNoEffect) || m * k > 0;
+  } else if (!std::isnan(c.target_min)) {
+    direction = c.target_min >= 1 ? m > 0 : true;
+  } else {
+    direction = c.target_max <= 1 ? m < 0 : true;
+  }
+  if (has_target) {
+    const bool met = (std::isnan(c.target_min) || c.measured >= c.target_min) &&
+                     (std::isnan(c.target_max) || c.measured <= c.target_max);
+    if (met) return "yes";
+    return direction ? "partly" : "no";
+  }
+  if (std::isnan(c.kernel_ratio)) return "n/a";
+  if (!direction) return "no";
+  const bool size =
+      (std::abs(k) < kNoEffect && std::abs(m) < kNoEffect) ||
+      (std::abs(m) >= std::abs(k) / 2 && std::abs(m) <= 2 * std::abs(k));
+  return size ? "yes" : "partly";
+}
+
+std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
+  std::vector<Claim> out;
+  auto add = [&](Claim c) {
+    c.verdict = Verdict(c);
+    out.push_back(std::move(c));
+  };
+  // ops/s of variant a over variant b of `scenario` at `depth` (-1: any)
+  // and `threads` (-1: the largest measured).
+  auto ops_ratio = [&](const char* scenario, const char* a, const char* b,
+                       int depth, int threads) {
+    return Ops(Find(rs, scenario, a, -1, depth, threads)) /
+           Ops(Find(rs, scenario, b, -1, depth, threads));
+  };
+  const Result* sf64 = Find(rs, "sendfile", "umemcg", 64);
+  const Result* sf32 = Find(rs, "sendfile", "umemcg", 32);
+  const Result* sfu = Find(rs, "sendfile", "unaccounted");
+  const Result* sfn = Find(rs, "sendfile", "naive");
+  add({"sendfile: batch 64 vs 32 (msgs/s)",
+       "10482.7 -> 17064.7 Mbps, 36 pairs on 72 CPUs [S4]", 17064.7 / 10482.7,
+       Ops(sf64) / Ops(sf32), 1.10, NAN});
+  add({"sendfile: umemcg batch 64 vs unaccounted (msgs/s)",
+       "20120.3 vs 21694.8 Mbps root (all three fixes) [S1]", 20120.3 / 21694.8,
+       Ops(sf64) / Ops(sfu), 0.85, NAN});
+  add({"sendfile: naive per-level atomics vs unaccounted (msgs/s)",
+       "none (the kernel always had a stock)", NAN, Ops(sfn) / Ops(sfu), NAN,
+       0.3});
+  add({"multitenant: 7 stock slots vs 1 (msgs/s)",
+       "10801.5 -> 26476.3 Mbps, 36 clients in 36 cgroups [M1]",
+       26476.3 / 10801.5,
+       Ops(Find(rs, "multitenant", "slots7")) /
+           Ops(Find(rs, "multitenant", "slots1")),
+       1.3, NAN});
+  const Result* kc = Find(rs, "kmem", "cached", 64, -1, 1);
+  const Result* ki = Find(rs, "kmem", "immediate", 64, -1, 1);
+  const Result* ku = Find(rs, "kmem", "unaccounted", -1, -1, 1);
+  add({"kmem 64 B: cached vs immediate stats (time)",
+       "1.4M loop 110 -> 85 ms [K5]", 85.0 / 110.0,
+       Field(kc, "ns_per_op") / Field(ki, "ns_per_op"), NAN, 0.85});
+  add({"kmem 64 B: cached vs unaccounted (time)",
+       "6.801 s vs 2.848 s unaccounted, 1e8 x 64 B [K4]", 6.801 / 2.848,
+       Field(kc, "ns_per_op") / Field(ku, "ns_per_op"), NAN, 2.0});
+  add({"kmem 64 B: batch 32 vs 64, cached (time)",
+       "pgbench sendto 3049.2 vs 3071.6 ms [K3]", 3049.221 / 3071.607,
+       Field(Find(rs, "kmem", "cached", 32, -1, 1), "ns_per_op") /
+           Field(kc, "ns_per_op"),
+       NAN, NAN});
+  {
+    const Result* pc = Find(rs, "kmem", "percpu");
+    const Result* sp = Find(rs, "kmem", "shared-pool");
+    Claim c{"kmem 4 KiB, N threads: per-CPU stock vs shared pool (ops/s)",
+            "6,242 -> 438,838 kops/s, 96 threads [K6]",
+            438838.0 / 6242.0,
+            Ops(pc) / Ops(sp),
+            NAN,
+            NAN};
+    if (pc != nullptr && pc->threads > 0) {
+      c.name += " at " + std::to_string(pc->threads) + " threads";
+    }
+    add(c);
+  }
+  add({"statread 10k groups: p99 global+whole-tree / pergroup+subtree",
+       "no ratio published; v6.8 subtree flushing [Y6]", NAN,
+       Field(Find(rs, "statread", "global+whole-tree"), "p99_us") /
+           Field(Find(rs, "statread", "pergroup+subtree"), "p99_us"),
+       10, NAN});
+  add({"pagefault3 vs pagefault1 per-task ops (pergroup, depth 2, 1 task)",
+       "1,295,808 vs 270,249 per_process_ops, 256 CPUs [Y5]",
+       1295807.782 / 270249.164,
+       Ops(Find(rs, "pagefault3", "pergroup", -1, 2, 1)) /
+           Ops(Find(rs, "pagefault1", "pergroup", -1, 2, 1)),
+       NAN, NAN});
+  add({"pagefault1: pergroup vs global (depth 2, N tasks, ops/s)",
+       "per_process 270249 -> 261369, 2 levels [Y5]", 261368.709 / 270249.164,
+       ops_ratio("pagefault1", "pergroup", "global", 2, -1), NAN, NAN});
+  add({"pagefault3: pergroup vs global (depth 2, N tasks, ops/s)",
+       "per_process 1295808 -> 1275580, 2 levels [Y5]",
+       1275579.873 / 1295807.782,
+       ops_ratio("pagefault3", "pergroup", "global", 2, -1), NAN, NAN});
+  add({"pagefault1: naive-walk vs global (depth 4, N tasks, ops/s)",
+       "per_process -6.02%, 4 levels (v2, no early stop) [Y1]", 1 - 0.0602,
+       ops_ratio("pagefault1", "naive-walk", "global", 4, -1), NAN, NAN});
+  add({"pagefault3: naive-walk vs global (depth 4, N tasks, ops/s)",
+       "per_process -3.93%, 4 levels [Y1]", 1 - 0.0393,
+       ops_ratio("pagefault3", "naive-walk", "global", 4, -1), NAN, NAN});
+  add({"fallocate: naive-walk vs global (depth 4, N tasks, ops/s)",
+       "fallocate1 per_thread 36509 -> 27079 [Y7]", 27079.0 / 36509.0,
+       ops_ratio("fallocate", "naive-walk", "global", 4, -1), NAN, NAN});
+  add({"fallocate: pergroup (early stop) vs global (depth 4, N tasks)",
+       "fixed to +3.3% after the follow-ups [Y11]", 1.033,
+       ops_ratio("fallocate", "pergroup", "global", 4, -1), NAN, NAN});
+  return out;
+}
+
+void PrintClaims(std::FILE* out, const std::vector<Claim>& claims) {
+  std::fprintf(out, "%-72s %8s %8s %10s  %-7s %s\n", "seed claim", "kernel",
+               "umemcg", "target", "verdict", "kernel figure");
+  for (const Claim& c : claims) {
+    std::string target = "-";
+    if (!std::isnan(c.target_min)) target = ">= " + Fmt(c.target_min);
+    if (!std::isnan(c.target_max)) target = "<= " + Fmt(c.target_max);
+    std::fprintf(out, "%-72s %8s %8s %10s  %-7s %s\n", c.name.c_str(),
+                 Fmt(c.kernel_ratio).c_str(), Fmt(c.measured).c_str(),
+                 target.c_str(), c.verdict.c_str(), c.kernel.c_str());
+  }
+}
+
+}  // namespace umemcg::bench

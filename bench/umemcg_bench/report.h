@@ -1,0 +1,83 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// umemcg-bench's output: the machine line, human tables, JSON lines, the
+// seed-claim report of `all` (for every seed claim: the kernel's
+// published figure and ratio, umemcg's measured ratio here, and a
+// one-word verdict), and SVG plots drawn with gnuplot.
+//
+// Verdicts. With a target from the issue: "yes" when it is met, "partly"
+// when the direction is right but the target missed, "no" otherwise.
+// Without one: "yes" when the direction matches the kernel's and the
+// effect's size (|ln ratio|) is within a factor of two of the kernel's (or
+// both are below 0.05, "no effect"),
+// "partly" when only the direction matches, "no" otherwise; "n/a" when a
+// side was not measured.
+//
+// Thread safety: plain functions; call from one thread.
+
+#ifndef UMEMCG_BENCH_UMEMCG_BENCH_REPORT_H_
+#define UMEMCG_BENCH_UMEMCG_BENCH_REPORT_H_
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+namespace umemcg::bench {
+
+// "machine: 2 CPUs allowed (2 online), <model>, cpu source rseq, Linux
+// <release>" — what every report starts with.
+std::string MachineLine();
+// "settings: seconds=0.3 repeat=3 ..." for the given parameters.
+std::string SettingsLine(const Params& p, bool quick);
+
+// One line per result: identity, median ops/s (min..max over repeats)
+// and every scenario field.
+void PrintTable(std::FILE* out, const std::vector<Result>& results);
+
+// The JSON object of one result: scenario, variant, batch, threads,
+// seconds, ops, ops_per_sec, repeat, depth, mode, balanced,
+// ops_per_sec_samples, cpus, cpu_source, every scenario field, and for
+// results with latencies latency_quantiles_us (201 quantiles, 0..100%).
+nlohmann::json ToJson(const Result& r);
+
+// The inverse of ToJson: identity and medians, every other numeric key as
+// a field (cpus dropped), latencies from `latency_quantiles_us`.
+// kInvalidArgument when a required key is missing or mistyped.
+StatusOr<Result> FromJson(const nlohmann::json& j);
+// Reads files of JSON lines (umemcg-bench --json output; blank lines
+// skipped), in order.
+StatusOr<std::vector<Result>> ReadJsonLines(
+    const std::vector<std::string>& files);
+
+struct Claim {
+  std::string name;    // "sendfile: batch 64 vs 32 (msgs/s)"
+  std::string kernel;  // the published figure, with its tag
+  double kernel_ratio = NAN;
+  double measured = NAN;
+  double target_min = NAN;  // the issue's target, if any
+  double target_max = NAN;
+  std::string verdict;  // yes / partly / no / n/a
+};
+
+// Builds the claims from the results of `all` (missing results: n/a).
+std::vector<Claim> SeedClaims(const std::vector<Result>& results);
+void PrintClaims(std::FILE* out, const std::vector<Claim>& claims);
+
+// The one-word verdict for `c` (see the file comment).
+std::string Verdict(const Claim& c);
+
+// Writes SVG plots of `results` into `dir` (created if needed): throughput
+// vs threads per variant (scenarios measured at several thread counts),
+// sendfile overhead vs batch, statread read-latency CDF. Also leaves the
+// .dat and .gp files there. Returns the SVG paths written; an error when
+// the directory cannot be written or gnuplot fails.
+StatusOr<std::vector<std::string>> WritePlots(
+    const std::string& dir, const std::vector<Result>& results);
+
+}  // namespace umemcg::bench
+
+#endif  // UMEMCG_BENCH_UMEMCG_BENCH_REPORT_H_

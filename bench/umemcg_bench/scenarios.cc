@@ -1,0 +1,53 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "scenarios.h"
+
+#include <algorithm>
+
+namespace umemcg::bench {
+
+const std::vector<std::string>& ScenarioNames() {
+  static const std::vector<std::string> names = {
+      "sendfile",   "multitenant", "pagefault1", "pagefault2",
+      "pagefault3", "fallocate",   "kmem",       "statread"};
+  return names;
+}
+
+std::vector<std::string> ScenarioVariants(const std::string& scenario) {
+  if (scenario == "sendfile") return {"umemcg", "unaccounted", "naive"};
+  if (scenario == "multitenant") {
+    std::vector<std::string> v = {"unaccounted"};
+    for (int s = 1; s <= 16; ++s) v.push_back(Numbered("slots", s));
+    return v;
+  }
+  if (scenario.rfind("pagefault", 0) == 0 || scenario == "fallocate") {
+    return {"unaccounted", "global", "pergroup", "naive-walk"};
+  }
+  if (scenario == "kmem") {
+    return {"unaccounted", "immediate", "cached", "percpu", "shared-pool"};
+  }
+  if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
+  return {};
+}
+
+bool Wanted(const Params& p, const std::string& variant,
+            const std::vector<std::string>& defaults) {
+  const std::vector<std::string>& set =
+      p.variants.empty() ? defaults : p.variants;
+  return std::find(set.begin(), set.end(), variant) != set.end();
+}
+
+StatusOr<std::vector<Result>> RunScenario(const std::string& name,
+                                          const Params& p) {
+  if (name == "sendfile") return RunSendfile(p);
+  if (name == "multitenant") return RunMultitenant(p);
+  if (name == "pagefault1" || name == "pagefault2" || name == "pagefault3" ||
+      name == "fallocate") {
+    return RunPagefault(name, p);
+  }
+  if (name == "kmem") return RunKmem(p);
+  if (name == "statread") return RunStatread(p);
+  return Status(StatusCode::kInvalidArgument, "unknown scenario " + name);
+}
+
+}  // namespace umemcg::bench

@@ -1,0 +1,62 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// umemcg-bench's scenarios: user-space analogs of the kernel benchmarks
+// behind the memcg seeds (docs: seed-benchmarks.md section 4). Each runs
+// its variants side by side (RunInterleaved) and returns one Result per
+// measured configuration; every run ends with the balance check (an
+// unbalanced run is an error, never a number).
+//
+//   sendfile     A1, netperf TCP_SENDFILE: sender/receiver pairs, 10 KiB
+//                messages, per-socket forward allocation; variants umemcg
+//                (at each --batch), unaccounted, naive.
+//   multitenant  A2: K tenants' rx charges by a few "softirq" threads;
+//                variants slots1, slots7 (stock slots), unaccounted.
+//   pagefault1/2/3, fallocate
+//                B, will-it-scale page_fault1/2/3 and fallocate1: stat
+//                variants global, pergroup, naive-walk and unaccounted, at
+//                depths 2 and 4, 1 and N tasks, process or thread mode.
+//   kmem         C, the kmem_cache loop: unaccounted, immediate, cached
+//                (64 B, 1 thread); with --threads, 4 KiB objects on N
+//                threads: percpu vs shared-pool.
+//   statread     D: memory.stat read latency under writers:
+//                global+whole-tree vs pergroup+subtree.
+//
+// Thread safety: a scenario starts and joins its own threads; call one at
+// a time.
+
+#ifndef UMEMCG_BENCH_UMEMCG_BENCH_SCENARIOS_H_
+#define UMEMCG_BENCH_UMEMCG_BENCH_SCENARIOS_H_
+
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+namespace umemcg::bench {
+
+StatusOr<std::vector<Result>> RunSendfile(const Params& p);
+StatusOr<std::vector<Result>> RunMultitenant(const Params& p);
+// `scenario`: "pagefault1", "pagefault2", "pagefault3" or "fallocate".
+StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
+                                           const Params& p);
+StatusOr<std::vector<Result>> RunKmem(const Params& p);
+StatusOr<std::vector<Result>> RunStatread(const Params& p);
+
+// Runs scenario `name` (any of the above; not "all").
+StatusOr<std::vector<Result>> RunScenario(const std::string& name,
+                                          const Params& p);
+
+// The scenario names RunScenario accepts, in report order.
+const std::vector<std::string>& ScenarioNames();
+
+// The variants `scenario` offers (what --variant accepts).
+std::vector<std::string> ScenarioVariants(const std::string& scenario);
+
+// True if `variant` is among `p.variants` (or p.variants is empty and
+// `variant` is in `defaults`).
+bool Wanted(const Params& p, const std::string& variant,
+            const std::vector<std::string>& defaults);
+
+}  // namespace umemcg::bench
+
+#endif  // UMEMCG_BENCH_UMEMCG_BENCH_SCENARIOS_H_

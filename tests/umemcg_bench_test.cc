@@ -1,0 +1,362 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// umemcg-bench: every scenario runs briefly in-process (smoke, not timed),
+// ends balanced (the scenario's own check, which the tests also exercise
+// on a deliberately unbalanced controller), and its JSON lines parse with
+// the required fields. Plus the verdict rules, the plots and the
+// stats_update_early_stop knob the naive-walk variant uses.
+
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "report.h"
+#include "scenarios.h"
+#include "umemcg/umemcg.h"
+
+namespace umemcg::bench {
+namespace {
+
+// Tiny runs: a fraction of a second per scenario even under TSan.
+Params Tiny() {
+  Params p;
+  p.seconds = 0.02;
+  p.repeat = 1;
+  p.iterations = 20000;
+  p.groups = 120;
+  p.pin = false;
+  p.depth = 2;
+  return p;
+}
+
+void ExpectRequiredJson(const Result& r) {
+  const std::string line = ToJson(r).dump();
+  const nlohmann::json j = nlohmann::json::parse(line);
+  for (const char* f : {"scenario", "variant", "batch", "threads", "seconds",
+                        "ops", "ops_per_sec", "repeat", "balanced"}) {
+    EXPECT_TRUE(j.contains(f)) << f << " missing in " << line;
+  }
+  EXPECT_EQ(j["scenario"], r.scenario);
+  EXPECT_EQ(j["variant"], r.variant);
+  EXPECT_TRUE(j["balanced"].get<bool>()) << line;
+  EXPECT_GT(j["ops"].get<double>(), 0) << line;
+  EXPECT_GT(j["seconds"].get<double>(), 0) << line;
+}
+
+std::vector<Result> RunOk(const std::string& name, const Params& p) {
+  auto r = RunScenario(name, p);
+  EXPECT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+  if (!r.ok()) return {};
+  EXPECT_FALSE(r.value().empty()) << name;
+  for (const Result& res : r.value()) ExpectRequiredJson(res);
+  return std::move(r).value();
+}
+
+std::set<std::string> Variants(const std::vector<Result>& rs) {
+  std::set<std::string> v;
+  for (const Result& r : rs) v.insert(r.variant);
+  return v;
+}
+
+TEST(UmemcgBenchTest, SendfileVariantsAndFields) {
+  Params p = Tiny();
+  p.pairs = 1;
+  p.batches = {16, 64};
+  const std::vector<Result> rs = RunOk("sendfile", p);
+  EXPECT_EQ(Variants(rs),
+            (std::set<std::string>{"umemcg", "unaccounted", "naive"}));
+  EXPECT_EQ(rs.size(), 4u);  // unaccounted, b16, b64, naive
+  for (const Result& r : rs) {
+    EXPECT_EQ(r.threads, 2);
+    EXPECT_FALSE(std::isnan(r.field("overhead_vs_unaccounted")));
+    EXPECT_FALSE(std::isnan(r.field("rmw_per_op")));
+    EXPECT_GT(r.field("mbps"), 0);
+    // 10 KiB messages through sub-page reserves: 2.5 pages per socket.
+    EXPECT_NEAR(r.field("pages_per_msg"), 5.0, 0.5);
+  }
+}
+
+TEST(UmemcgBenchTest, MultitenantSlots) {
+  Params p = Tiny();
+  p.tenants = 4;
+  p.softirq_threads = 2;
+  const std::vector<Result> rs = RunOk("multitenant", p);
+  EXPECT_EQ(Variants(rs),
+            (std::set<std::string>{"unaccounted", "slots1", "slots7"}));
+  p.stock_slots = 3;
+  EXPECT_EQ(Variants(RunOk("multitenant", p)),
+            (std::set<std::string>{"unaccounted", "slots3"}));
+}
+
+TEST(UmemcgBenchTest, PagefaultScenariosEveryStatVariant) {
+  Params p = Tiny();
+  p.threads = 2;
+  for (const char* s :
+       {"pagefault1", "pagefault2", "pagefault3", "fallocate"}) {
+    const std::vector<Result> rs = RunOk(s, p);
+    EXPECT_EQ(Variants(rs), (std::set<std::string>{"unaccounted", "global",
+                                                   "pergroup", "naive-walk"}))
+        << s;
+    for (const Result& r : rs) {
+      EXPECT_TRUE(r.threads == 1 || r.threads == 2) << s;
+      EXPECT_GT(r.field("per_task_ops"), 0) << s;
+      EXPECT_FALSE(std::isnan(r.field("scalability"))) << s;
+    }
+  }
+}
+
+TEST(UmemcgBenchTest, PagefaultThreadModeDepth4) {
+  Params p = Tiny();
+  p.threads = 2;
+  p.depth = 4;
+  p.mode = "thread";
+  p.variants = {"naive-walk"};
+  const std::vector<Result> rs = RunOk("pagefault1", p);
+  ASSERT_EQ(rs.size(), 2u);  // 1 and 2 tasks
+  for (const Result& r : rs) {
+    EXPECT_EQ(r.mode, "thread");
+    EXPECT_EQ(r.depth, 4);
+  }
+}
+
+TEST(UmemcgBenchTest, KmemSingleAndThreads) {
+  Params p = Tiny();
+  const std::vector<Result> single = RunOk("kmem", p);
+  EXPECT_EQ(Variants(single),
+            (std::set<std::string>{"unaccounted", "immediate", "cached"}));
+  for (const Result& r : single) {
+    EXPECT_EQ(r.ops, 20000);
+    EXPECT_GT(r.field("ns_per_op"), 0);
+    EXPECT_EQ(r.field("object_size"), 64);
+  }
+  p.threads = 2;
+  const std::vector<Result> multi = RunOk("kmem", p);
+  EXPECT_EQ(Variants(multi),
+            (std::set<std::string>{"unaccounted", "percpu", "shared-pool"}));
+  for (const Result& r : multi) EXPECT_EQ(r.field("object_size"), 4096);
+}
+
+TEST(UmemcgBenchTest, StatreadLatencies) {
+  Params p = Tiny();
+  p.seconds = 0.05;
+  p.threads = 1;
+  const std::vector<Result> rs = RunOk("statread", p);
+  EXPECT_EQ(Variants(rs),
+            (std::set<std::string>{"global+whole-tree", "pergroup+subtree"}));
+  for (const Result& r : rs) {
+    EXPECT_EQ(r.field("groups"), 120);
+    EXPECT_GT(r.field("reads"), 0);
+    EXPECT_LE(r.field("p50_us"), r.field("p99_us"));
+    EXPECT_LE(r.field("p99_us"), r.field("max_us"));
+    EXPECT_FALSE(r.latencies_us.empty());
+  }
+}
+
+TEST(UmemcgBenchTest, UnknownScenarioOrNoConfigurationIsAnError) {
+  EXPECT_FALSE(RunScenario("nope", Tiny()).ok());
+  Params p = Tiny();
+  p.threads = 2;
+  p.variants = {"immediate"};  // single-thread only
+  EXPECT_FALSE(RunScenario("kmem", p).ok());
+}
+
+TEST(UmemcgBenchTest, CheckBalancedCatchesLeftoverCharges) {
+  auto c = MakeController({});
+  ASSERT_TRUE(c.ok());
+  auto chain = MakeChain(*c.value(), 2, Pages(0));
+  ASSERT_TRUE(chain.ok());
+  Group* leaf = chain.value().back().get();
+  ASSERT_TRUE(leaf->TryCharge(Pages(3)).ok());
+  leaf->Uncharge(Pages(2));  // one page still charged
+  EXPECT_FALSE(CheckBalanced(*c.value(), chain.value()).ok());
+  leaf->Uncharge(Pages(1));
+  EXPECT_TRUE(CheckBalanced(*c.value(), chain.value()).ok());
+}
+
+TEST(UmemcgBenchTest, Verdicts) {
+  // Target met / missed in the right direction / wrong direction.
+  EXPECT_EQ(Verdict({"", "", 1.63, 1.2, 1.10, NAN, ""}), "yes");
+  EXPECT_EQ(Verdict({"", "", 1.63, 1.05, 1.10, NAN, ""}), "partly");
+  EXPECT_EQ(Verdict({"", "", 1.63, 0.9, 1.10, NAN, ""}), "no");
+  EXPECT_EQ(Verdict({"", "", 2.39, 3.4, NAN, 2.0, ""}), "partly");
+  // No target: size within a factor of two of the kernel's effect.
+  EXPECT_EQ(Verdict({"", "", 0.74, 0.6, NAN, NAN, ""}), "yes");
+  EXPECT_EQ(Verdict({"", "", 0.74, 0.97, NAN, NAN, ""}), "partly");
+  EXPECT_EQ(Verdict({"", "", 0.74, 1.2, NAN, NAN, ""}), "no");
+  EXPECT_EQ(Verdict({"", "", 0.993, 1.01, NAN, NAN, ""}), "yes");
+  EXPECT_EQ(Verdict({"", "", 0.74, NAN, NAN, NAN, ""}), "n/a");
+}
+
+TEST(UmemcgBenchTest, SeedClaimsFromResults) {
+  Result b32{.scenario = "sendfile",
+             .variant = "umemcg",
+             .batch = 32,
+             .threads = 2,
+             .ops_per_sec = 100};
+  Result b64 = b32;
+  b64.batch = 64;
+  b64.ops_per_sec = 120;
+  const std::vector<Claim> claims = SeedClaims({b32, b64});
+  ASSERT_FALSE(claims.empty());
+  EXPECT_DOUBLE_EQ(claims[0].measured, 1.2);
+  EXPECT_EQ(claims[0].verdict, "yes");
+  EXPECT_EQ(claims[1].verdict, "n/a");  // no unaccounted result
+}
+
+TEST(UmemcgBenchTest, JsonRoundTripAndScalabilityAcrossFiles) {
+  Result one{.scenario = "pagefault1",
+             .variant = "pergroup",
+             .batch = 64,
+             .threads = 1,
+             .depth = 4,
+             .mode = "process",
+             .repeat = 3,
+             .seconds = 0.5,
+             .ops = 5e5,
+             .ops_per_sec = 1e6};
+  one.fields["per_task_ops"] = 1e6;
+  one.latencies_us = {1, 2, 3};
+  Result four = one;
+  four.threads = 4;
+  four.ops_per_sec = 3e6;
+  const std::string path = ::testing::TempDir() + "umemcg_bench_rt_" +
+                           std::to_string(getpid()) + ".json";
+  {
+    std::ofstream out(path);
+    out << ToJson(one).dump() << "\n\n" << ToJson(four).dump() << "\n";
+  }
+  auto back = ReadJsonLines({path});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back.value().size(), 2u);
+  const Result& r = back.value()[0];
+  EXPECT_EQ(r.scenario, "pagefault1");
+  EXPECT_EQ(r.variant, "pergroup");
+  EXPECT_EQ(r.batch, 64);
+  EXPECT_EQ(r.depth, 4);
+  EXPECT_EQ(r.mode, "process");
+  EXPECT_EQ(r.repeat, 3);
+  EXPECT_DOUBLE_EQ(r.ops_per_sec, 1e6);
+  EXPECT_DOUBLE_EQ(r.field("per_task_ops"), 1e6);
+  EXPECT_TRUE(std::isnan(r.field("cpus")));  // machine keys are not fields
+  EXPECT_EQ(r.latencies_us.front(), 1);
+  EXPECT_EQ(r.latencies_us.back(), 3);
+  AddScalability(back.value());
+  EXPECT_DOUBLE_EQ(back.value()[1].field("scalability"), 0.75);
+  {
+    std::ofstream out(path);
+    out << "{\"scenario\": \"x\"}\n";  // required keys missing
+  }
+  EXPECT_FALSE(ReadJsonLines({path}).ok());
+  std::filesystem::remove(path);
+  EXPECT_FALSE(ReadJsonLines({path}).ok());  // missing file
+}
+
+TEST(UmemcgBenchTest, PlotsAreSvg) {
+  if (std::system("gnuplot --version >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "gnuplot not installed";
+  }
+  std::vector<Result> rs;
+  for (int t : {1, 2}) {
+    rs.push_back({.scenario = "pagefault1",
+                  .variant = "pergroup",
+                  .batch = 64,
+                  .threads = t,
+                  .depth = 2,
+                  .mode = "process",
+                  .ops_per_sec = 1e6 * t});
+  }
+  for (int b : {32, 64}) {
+    Result r{.scenario = "sendfile",
+             .variant = "umemcg",
+             .batch = b,
+             .threads = 2,
+             .ops_per_sec = 1e6};
+    r.fields["overhead_vs_unaccounted"] = 64.0 / b / 10;
+    rs.push_back(r);
+  }
+  Result sr{
+      .scenario = "statread", .variant = "pergroup+subtree", .threads = 1};
+  sr.latencies_us = {1, 2, 3, 50};
+  rs.push_back(sr);
+  const std::string dir =
+      ::testing::TempDir() + "umemcg_bench_plots_" + std::to_string(getpid());
+  auto svgs = WritePlots(dir, rs);
+  ASSERT_TRUE(svgs.ok()) << svgs.status().ToString();
+  EXPECT_EQ(svgs.value().size(), 3u);
+  for (const std::string& f : svgs.value()) {
+    std::ifstream in(f);
+    const std::string text((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("<svg"), std::string::npos) << f;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The knob behind naive-walk: without the early stop every update is
+// counted at every ancestor, so the parent's pending count grows past the
+// threshold; with it, counting stops at the leaf over its threshold.
+TEST(UmemcgBenchTest, StatsUpdateEarlyStopKnob) {
+  for (bool early_stop : {true, false}) {
+    auto c = Controller::Create({.batch = 4,
+                                 .cpu_source = CpuSource::kFake,
+                                 .nr_cpus = 1,
+                                 .stats_flush_period = std::chrono::seconds(0),
+                                 .stats_update_early_stop = early_stop});
+    ASSERT_TRUE(c.ok());
+    auto chain = MakeChain(*c.value(), 2, Pages(0));
+    ASSERT_TRUE(chain.ok());
+    Group* parent = chain.value()[0].get();
+    Group* leaf = chain.value()[1].get();
+    for (int i = 0; i < 200; ++i) leaf->ModState(StatItem::kAnon, 1);
+    EXPECT_EQ(c.value()->info().stats_update_early_stop, early_stop);
+    const uint64_t pending = parent->StatBound().pending;
+    if (early_stop) {
+      EXPECT_LT(pending, 50u);
+    } else {
+      EXPECT_GE(pending, 190u);
+    }
+    EXPECT_EQ(parent->StatExact(StatItem::kAnon), 200);
+  }
+}
+
+#ifdef UMEMCG_BENCH_BINARY
+// The binary: --json lines parse and carry the required fields.
+TEST(UmemcgBenchTest, BinaryJsonLines) {
+  const std::string cmd = std::string(UMEMCG_BENCH_BINARY) +
+                          " kmem --iterations 5000 --repeat 1 --json --quiet"
+                          " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
+  ASSERT_EQ(pclose(f), 0) << out;
+  size_t lines = 0;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    const size_t nl = out.find('\n', pos);
+    const std::string line = out.substr(pos, nl - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    for (const char* k : {"scenario", "variant", "batch", "threads", "seconds",
+                          "ops", "ops_per_sec", "repeat", "ns_per_op"}) {
+      EXPECT_TRUE(j.contains(k)) << k << " in " << line;
+    }
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3u);  // unaccounted, immediate, cached
+}
+#endif
+
+}  // namespace
+}  // namespace umemcg::bench
