@@ -266,17 +266,16 @@ class ObjStock {
       if (which >= 0) {
         // The common case of Account's rule (the delta stays within a
         // page); the rest goes through the lock. Offset binary: the add
-        // cannot carry out of the field.
-        const int shift = which == 0 ? 16 : 40;  // SlotWord::kStatShift
-        const int64_t d =
-            SlotWord::stat(w, which) + (consume ? static_cast<int64_t>(size)
-                                                : -static_cast<int64_t>(size));
-        if (d < -static_cast<int64_t>(kPageSize) ||
-            d > static_cast<int64_t>(kPageSize)) {
+        // cannot carry out of the field. Branches, not SlotWord's table:
+        // this is the whole cost of an accounted object.
+        const uint64_t field = which != 0 ? w >> 40 : (w >> 16) & 0xffffff;
+        const uint64_t moved = consume ? field + size : field - size;
+        if (moved - (SlotWord::kBias - kPageSize) > 2 * kPageSize) {
           return false;
         }
-        desired =
-            consume ? desired + (size << shift) : desired - (size << shift);
+        const uint64_t unit =
+            which != 0 ? uint64_t{1} << 40 : uint64_t{1} << 16;
+        desired = consume ? desired + size * unit : desired - size * unit;
       }
       switch (RseqCompareStore(cpu, s.lock.address(), &s.cached[i], objcg,
                                reinterpret_cast<uint64_t*>(&s.word[i]), w,
