@@ -51,7 +51,15 @@ ChargeResult ObjCgroup::ChargePages(uint64_t pages, ChargeFlags flags,
 }
 
 ChargeResult ObjCgroup::Charge(Bytes size, ChargeFlags flags, StatItem item) {
-  const uint64_t n = size.raw();
+  // The rseq stock hit first, with nothing else around it: the common case
+  // of an accounted small object (a root objcg never has a stock slot, and
+  // the hit never touches limits, so no other check applies to it).
+  if (stock_->TryCommitConsume(this, size.raw(), item)) return {};
+  return ChargeSlow(size.raw(), flags, item);
+}
+
+ChargeResult ObjCgroup::ChargeSlow(uint64_t n, ChargeFlags flags,
+                                   StatItem item) {
   if (n == 0 || is_root_) return {};
   if (n > kPageCounterMax.in_bytes()) {
     ChargeResult r;
@@ -80,10 +88,15 @@ ChargeResult ObjCgroup::ChargeMiss(uint64_t n, ChargeFlags flags,
 }
 
 void ObjCgroup::Uncharge(Bytes size, StatItem item) {
-  const uint64_t n = size.raw();
+  // As Charge: the rseq stock hit first.
+  if (stock_->TryCommitUncharge(this, size.raw(), item)) return;
+  UnchargeSlow(size.raw(), item);
+}
+
+void ObjCgroup::UnchargeSlow(uint64_t n, StatItem item) {
   if (n == 0 || is_root_) return;
   if (n > kPageCounterMax.in_bytes()) {
-    controller_->Report("underflow", group(), size.ceil_pages());
+    controller_->Report("underflow", group(), Bytes(n).ceil_pages());
     return;
   }
   if (!stock_->enabled()) return UnchargeViaPool(n, item);

@@ -152,6 +152,18 @@ class ObjStock {
   // True when the hit paths commit through rseq (see the file comment).
   bool rseq() const { return rseq_; }
 
+  // The rseq hits alone (Consume / Uncharge without the locked path):
+  // true when committed. Sizes of 1..4096 bytes only (0 and larger ones go
+  // the checked way); false always without rseq or with the stock off.
+  [[gnu::always_inline]] bool TryCommitConsume(ObjCgroup* objcg, uint64_t size,
+                                               StatItem item) {
+    return rseq_ && size - 1 < kPageSize && CommitHit(objcg, size, true, item);
+  }
+  [[gnu::always_inline]] bool TryCommitUncharge(ObjCgroup* objcg, uint64_t size,
+                                                StatItem item) {
+    return rseq_ && size - 1 < kPageSize && CommitHit(objcg, size, false, item);
+  }
+
   // Takes `size` bytes of `objcg` from this CPU's stock and accounts +size
   // on `item`. False if the shard is busy or holds fewer (no partial use).
   // Kernel: consume_obj_stock() + __account_obj_stock().
@@ -242,9 +254,10 @@ class ObjStock {
   bool CommitHit(ObjCgroup* objcg, uint64_t size, bool consume, StatItem item) {
 #if UMEMCG_HAVE_RSEQ_COMMIT
     const int which = cache_stats_ ? SlabIndex(item) : -1;
-    // One retry after an abort (preempted or migrated between the CPU read
-    // and the commit); then the locked path.
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    // An abort (preempted, migrated or signalled between the CPU read and
+    // the commit) is rare: the locked path takes over, no retry loop (it
+    // would keep more values live and cost the hit a stack frame).
+    {
       const uint32_t cpu = RseqCpuId();
       if (cpu >= nr_shards_) return false;
       ObjStockShard& s = shards_[static_cast<int>(cpu)];
@@ -286,9 +299,8 @@ class ObjStock {
           if (which < 0) ApplyUncachedStat(objcg, item, size, consume);
           return true;
         case RseqResult::kMismatch:
-          return false;
         case RseqResult::kAborted:
-          break;
+          return false;
       }
     }
 #else

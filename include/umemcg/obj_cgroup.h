@@ -118,6 +118,12 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   void Get() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Put();
 
+  // Charge and Uncharge past the rseq stock hit (see Charge): the checks,
+  // the locked stock path, a miss. Out of line so that the hit needs no
+  // stack frame.
+  [[gnu::noinline]] ChargeResult ChargeSlow(uint64_t size, ChargeFlags flags,
+                                            StatItem item);
+  [[gnu::noinline]] void UnchargeSlow(uint64_t size, StatItem item);
   // Charge after a stock miss: whole pages, the rest to the stock.
   [[gnu::noinline]] ChargeResult ChargeMiss(uint64_t size, ChargeFlags flags,
                                             StatItem item);
