@@ -9,10 +9,13 @@
 //
 // Lifetime. The handles are kept for the whole process and never destroyed:
 // the controller they serve is never destroyed either (runtime.cc), and at
-// exit the program's own destructors still allocate. The mount goes away
-// when the process does (auto_unmount: fusermount3 watches the process),
-// the metrics socket with the process's descriptors. A child made by fork()
-// inherits neither thread: its mount and server are the parent's.
+// exit the program's own destructors still allocate. At a normal exit this
+// library's destructor unmounts (libfuse3 is still loaded then: it was
+// loaded first, so it is finalized after us); after a crash or a kill,
+// fusermount3 does (auto_unmount), though not always at once. The metrics
+// socket goes with the process's descriptors. A child made by fork()
+// inherits neither thread: its mount and server are the parent's, and its
+// exit leaves the mount alone.
 //
 // Threads. The mount's and the server's threads start outside any HookGuard,
 // so what they allocate is charged like any other thread's: to the
@@ -23,6 +26,7 @@
 // them out of the environment before calling here.
 
 #include <errno.h>
+#include <unistd.h>
 
 #include <memory>
 #include <utility>
@@ -34,6 +38,21 @@
 #include "umemcg/fuse.h"
 #endif
 
+#ifdef UMEMCG_PRELOAD_HAVE_FUSE
+namespace {
+
+// Written once by the constructor's thread before any other thread of the
+// program exists; read by the destructor at exit.
+umemcg::FuseMount* g_mount = nullptr;
+pid_t g_mount_pid = 0;
+
+__attribute__((destructor)) void UnmountAtExit() {
+  if (g_mount != nullptr && getpid() == g_mount_pid) g_mount->Unmount();
+}
+
+}  // namespace
+#endif
+
 extern "C" {
 
 int umemcg_preload_ops_mount(umemcg::Controller* controller, const char* dir) {
@@ -41,7 +60,8 @@ int umemcg_preload_ops_mount(umemcg::Controller* controller, const char* dir) {
   auto mount = umemcg::MountFs(*controller, dir);
   if (!mount.ok()) return umemcg::ErrnoOf(mount.status().code());
   // Kept for the process's lifetime (see Lifetime above).
-  (void)std::move(mount).value().release();
+  g_mount = std::move(mount).value().release();
+  g_mount_pid = getpid();
   return 0;
 #else
   (void)controller;
