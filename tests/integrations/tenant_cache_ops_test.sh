@@ -24,14 +24,9 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "${BASH_SOURCE[0]}")/../ops_shell_lib.sh"
 command -v curl >/dev/null || { echo "SKIPPED: needs curl"; exit 77; }
 
-MOUNT_SKIP=
-if [[ ! -c /dev/fuse ]] || ! : 2>/dev/null <>/dev/fuse; then
-  MOUNT_SKIP="/dev/fuse is missing or cannot be opened"
-fi
 start() {
   "$CACHE" --port=0 --metrics=127.0.0.1:0 --tenant-max=8M "$@" \
     >"$WORK/out" 2>"$WORK/err" &
@@ -99,12 +94,4 @@ PID=
 ((rc == 0)) || fail "tenant_cache exited $rc after SIGTERM"
 grep -q " $MNT " /proc/mounts && fail "$MNT still mounted after exit"
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-if [[ -n "$MOUNT_SKIP" ]]; then
-  echo "SKIPPED (mount part; metrics passed): $MOUNT_SKIP"
-  exit 77
-fi
-echo PASS
+finish

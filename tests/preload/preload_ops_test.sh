@@ -23,8 +23,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "${BASH_SOURCE[0]}")/../ops_shell_lib.sh"
 
 # The interpreter itself, not a wrapper script (a pyenv shim would be the
 # process that mounts, and then exec python3).
@@ -33,11 +32,6 @@ PY=/usr/bin/python3
 if [[ ! -x "$PY" ]] || ! command -v curl >/dev/null; then
   echo "SKIPPED: needs python3 and curl"
   exit 77
-fi
-
-MOUNT_SKIP=
-if [[ ! -c /dev/fuse ]] || ! : 2>/dev/null <>/dev/fuse; then
-  MOUNT_SKIP="/dev/fuse is missing or cannot be opened"
 fi
 
 # Holds ~32 MB until $WORK/done exists (bounded: 120 s), after writing what
@@ -132,12 +126,4 @@ if [[ -z "$MOUNT_SKIP" ]]; then
   grep -q " $MNT " /proc/mounts && fail "$MNT still mounted after exit"
 fi
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-if [[ -n "$MOUNT_SKIP" ]]; then
-  echo "SKIPPED (mount part; metrics passed): $MOUNT_SKIP"
-  exit 77
-fi
-echo PASS
+finish
