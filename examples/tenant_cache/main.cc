@@ -7,19 +7,28 @@
 //   tenant_cache [--port=N] [--total-max=SIZE] [--tenant-max=SIZE]
 //                [--tenant-high=SIZE] [--premium=NAME] [--premium-low=SIZE]
 //                [--max-tenants=N] [--max-value=BYTES]
+//                [--mount=DIR] [--metrics=HOST:PORT]
 //
-// SIZE uses cgroup syntax (64M, 1G, max). Runs until SIGINT or SIGTERM.
+// SIZE uses cgroup syntax (64M, 1G, max). --mount shows the groups as
+// files at DIR (umemcg/fuse.h; `umemcg top DIR` watches them), --metrics
+// serves Prometheus text at http://HOST:PORT/metrics (umemcg/metrics.h;
+// port 0 picks one). Runs until SIGINT or SIGTERM.
 
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "server.h"
 #include "tenant_cache.h"
+#include "umemcg/metrics.h"
+#ifdef TENANT_CACHE_HAVE_FUSE
+#include "umemcg/fuse.h"
+#endif
 
 namespace {
 
@@ -27,7 +36,8 @@ int Usage() {
   std::fprintf(stderr,
                "usage: tenant_cache [--port=N] [--total-max=SIZE] "
                "[--tenant-max=SIZE] [--tenant-high=SIZE] [--premium=NAME] "
-               "[--premium-low=SIZE] [--max-tenants=N] [--max-value=BYTES]\n");
+               "[--premium-low=SIZE] [--max-tenants=N] [--max-value=BYTES] "
+               "[--mount=DIR] [--metrics=HOST:PORT]\n");
   return 2;
 }
 
@@ -36,7 +46,7 @@ int Usage() {
 int main(int argc, char** argv) {
   tenant_cache::CacheOptions options;
   long port = 11311;
-  std::string premium, premium_low = "0";
+  std::string premium, premium_low = "0", mount_dir, metrics_address;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const size_t eq = arg.find('=');
@@ -60,6 +70,10 @@ int main(int argc, char** argv) {
       premium_low = value;
     } else if (name == "max-tenants") {
       options.max_tenants = std::atoi(value.c_str());
+    } else if (name == "mount") {
+      mount_dir = value;
+    } else if (name == "metrics") {
+      metrics_address = value;
     } else if (name == "max-value") {
       options.max_value_bytes = std::strtoull(value.c_str(), nullptr, 10);
     } else {
@@ -92,6 +106,39 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Started after the mask, so their threads leave the signals to sigwait;
+  // declared after `cache`, so they stop before its controller goes.
+  std::unique_ptr<umemcg::MetricsServer> metrics;
+  if (!metrics_address.empty()) {
+    auto served =
+        umemcg::ServeMetrics(cache.value()->controller(), metrics_address);
+    if (!served.ok()) {
+      std::fprintf(stderr, "tenant_cache: --metrics: %s\n",
+                   served.status().ToString().c_str());
+      return 1;
+    }
+    metrics = std::move(served).value();
+    std::printf("tenant_cache metrics at http://%s/metrics\n",
+                metrics->address().c_str());
+  }
+#ifdef TENANT_CACHE_HAVE_FUSE
+  std::unique_ptr<umemcg::FuseMount> mount;
+  if (!mount_dir.empty()) {
+    auto mounted = umemcg::MountFs(cache.value()->controller(), mount_dir);
+    if (!mounted.ok()) {
+      std::fprintf(stderr, "tenant_cache: --mount: %s\n",
+                   mounted.status().ToString().c_str());
+      return 1;
+    }
+    mount = std::move(mounted).value();
+    std::printf("tenant_cache groups mounted at %s\n", mount->path().c_str());
+  }
+#else
+  if (!mount_dir.empty()) {
+    std::fprintf(stderr, "tenant_cache: --mount: built without libfuse3\n");
+    return 1;
+  }
+#endif
   auto server =
       tenant_cache::Server::Start(*cache.value(), static_cast<uint16_t>(port));
   if (!server.ok()) {

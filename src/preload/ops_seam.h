@@ -1,17 +1,19 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The seam between the preload and the operations module (the FUSE mount
-// umemcg::MountFs and the Prometheus endpoint umemcg::ServeMetrics, built
-// on another branch). The preload parses UMEMCG_MOUNT / UMEMCG_METRICS and
-// calls these two functions if they exist; they are weak, so a build
-// without the operations module links and runs (and warns once at start).
+// umemcg::MountFs and the Prometheus endpoint umemcg::ServeMetrics). The
+// preload parses UMEMCG_MOUNT / UMEMCG_METRICS and calls these two
+// functions; ops_glue.cc defines them (C linkage), and the root
+// CMakeLists.txt compiles it into libumemcg-preload.so from the operations
+// block, together with libumemcg-metrics and, when libfuse3 is found,
+// libumemcg-fuse. They stay weak so the preload still links without them.
 //
-// To connect the module: add src/preload/ops_glue.cc defining both (with
-// C linkage) on top of MountFs / ServeMetrics; CMake compiles that file
-// into libumemcg-preload.so when it exists. Each returns 0 or an errno and
-// must start its own thread(s) and return promptly; the preload calls them
-// from its constructor with the thread marked as inside umemcg, so their
-// allocations are charged to nothing.
+// Each returns 0 or an errno (ENOSYS: that part was built without its
+// library) and starts its own thread(s) and returns promptly; the preload
+// calls them from its constructor with the thread marked as inside umemcg,
+// so what they allocate while starting is charged to nothing. The threads
+// they start allocate like any other thread of the program (charged to the
+// default group).
 
 #ifndef UMEMCG_SRC_PRELOAD_OPS_SEAM_H_
 #define UMEMCG_SRC_PRELOAD_OPS_SEAM_H_

@@ -109,23 +109,36 @@ StatusOr<GroupRef> FindOrCreate(Runtime& rt, std::string_view path) {
   return parent;
 }
 
-// Hands UMEMCG_MOUNT / UMEMCG_METRICS to the operations module, if linked
-// in (ops_seam.h); otherwise says why the setting is ignored.
-void StartOps(Runtime& rt, const char* env, const char* what,
-              int (*start)(Controller*, const char*)) {
-  const char* value = std::getenv(env);
-  if (value == nullptr || *value == '\0') return;
-  if (start == nullptr) {
+// Reads `env` and takes it out of the environment (see StartOps).
+std::string TakeEnv(const char* env) {
+  const char* found = std::getenv(env);
+  if (found == nullptr) return std::string();
+  std::string value = found;
+  unsetenv(env);
+  return value;
+}
+
+// Hands UMEMCG_MOUNT / UMEMCG_METRICS (`value`, taken out of the
+// environment by TakeEnv before either starts) to the operations module
+// (ops_glue.cc, see ops_seam.h); says why a setting had no effect. The
+// mount and the port belong to this process: a child, or libfuse's
+// fusermount3 (which gets this environment and, run by root, this
+// preload), must not mount the same directory or bind the same port again.
+void StartOps(Runtime& rt, const char* env, const std::string& value,
+              const char* what, int (*start)(Controller*, const char*)) {
+  if (value.empty()) return;
+  const int err =
+      start != nullptr ? start(rt.controller.get(), value.c_str()) : ENOSYS;
+  if (err == ENOSYS) {
     char line[256];
     std::snprintf(line, sizeof(line),
-                  "umemcg-preload: %s=%%s ignored: built without the "
-                  "operations module (%s)%%s\n",
-                  env, what);
-    Warn(line, value);
-  } else if (int err = start(rt.controller.get(), value)) {
+                  "umemcg-preload: %s=%%s ignored: built without %s%%s\n", env,
+                  what);
+    Warn(line, value.c_str());
+  } else if (err != 0) {
     char line[256];
     std::snprintf(line, sizeof(line), "umemcg-preload: %s=%%s: %%s\n", env);
-    Warn(line, value, std::strerror(err));
+    Warn(line, value.c_str(), std::strerror(err));
   }
 }
 
@@ -175,8 +188,12 @@ void Init() {
                        : kChargeAtomic | ChargeFlags::kNoThrottle;
   if (const char* v = std::getenv("UMEMCG_REPORT")) rt->report = v;
 
-  StartOps(*rt, "UMEMCG_MOUNT", "MountFs", umemcg_preload_ops_mount);
-  StartOps(*rt, "UMEMCG_METRICS", "ServeMetrics", umemcg_preload_ops_metrics);
+  const std::string mount_dir = TakeEnv("UMEMCG_MOUNT");
+  const std::string metrics_address = TakeEnv("UMEMCG_METRICS");
+  StartOps(*rt, "UMEMCG_MOUNT", mount_dir, "libfuse3 (MountFs)",
+           umemcg_preload_ops_mount);
+  StartOps(*rt, "UMEMCG_METRICS", metrics_address, "cpp-httplib (ServeMetrics)",
+           umemcg_preload_ops_metrics);
   g_runtime.store(rt, std::memory_order_release);
   // From here on, every thread's blocks are charged (release: the hooks
   // see g_charge_flags and a complete objcg).
