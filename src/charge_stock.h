@@ -150,18 +150,11 @@ class ChargeStock {
   uint64_t Stocked(const Group* group) const;
 
  private:
-  // Locks this CPU's shard (fencing its rseq commits when this thread has
-  // left that CPU). The shard index, or -1 when it is busy.
+  // This CPU's shard locked (port/rseq.h), or -1 when it is busy.
   int TryLockCurrent() {
-    const int k = cpu_.CurrentShard();
-    if (!shards_[k].lock.try_lock()) return -1;
-    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
-    return k;
+    return TryLockShard(shards_, cpu_.CurrentShard(), rseq_);
   }
-  void LockShard(int k) const {
-    shards_[k].lock.lock();
-    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
-  }
+  void LockShard(int k) const { internal::LockShard(shards_, k, rseq_); }
   // The rseq hit path: 1 = committed; 0 = Consume found the slot short
   // (the locked path would fail too); -1 = use the locked path.
   int CommitHit(Group* group, uint64_t n, bool consume) {

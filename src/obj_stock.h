@@ -235,19 +235,11 @@ class ObjStock {
   static void ReturnPoolPages(ObjCgroup* objcg);
 
  private:
-  // Locks this CPU's shard (and fences out its rseq commits when this
-  // thread has left that CPU). The shard index, or -1 when it is busy.
+  // This CPU's shard locked (port/rseq.h), or -1 when it is busy.
   int TryLockCurrent() {
-    const int k = cpu_.CurrentShard();
-    if (!shards_[k].lock.try_lock()) return -1;
-    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
-    return k;
+    return TryLockShard(shards_, cpu_.CurrentShard(), rseq_);
   }
-  // Waits for shard k's lock (maintenance paths).
-  void LockShard(int k) const {
-    shards_[k].lock.lock();
-    if (rseq_) RseqExclude(static_cast<uint32_t>(k));
-  }
+  void LockShard(int k) const { internal::LockShard(shards_, k, rseq_); }
   // The rseq hit path of Consume (`consume`) and Uncharge: true when it
   // committed; false sends the caller to the locked path. Inline: it is
   // the whole cost of an accounted small object.

@@ -150,6 +150,22 @@ mismatch:
 // REQUIRES: RseqCommitAvailable().
 void RseqExclude(uint32_t cpu);
 
+// The locked paths of a per-CPU structure whose hits commit through rseq:
+// the shard's TryLock, then (when `fenced`) RseqExclude of its CPU, so no
+// commit that saw the lock free is still in flight. Shard k is CPU k
+// (CpuIdSource::identity()). TryLockShard: -1 when the lock is busy.
+template <typename Shards>
+int TryLockShard(Shards& shards, int k, bool fenced) {
+  if (!shards[k].lock.try_lock()) return -1;
+  if (fenced) RseqExclude(static_cast<uint32_t>(k));
+  return k;
+}
+template <typename Shards>
+void LockShard(Shards& shards, int k, bool fenced) {
+  shards[k].lock.lock();
+  if (fenced) RseqExclude(static_cast<uint32_t>(k));
+}
+
 }  // namespace umemcg::internal
 
 #endif  // UMEMCG_SRC_PORT_RSEQ_H_
