@@ -9,7 +9,7 @@
 // slot are part of whole pages already charged to the objcg's current
 // group; consuming them touches only the shard.
 //
-// The hit paths (Consume, and Uncharge within a page) run as a restartable
+// The hit paths (TryCommitConsume, TryCommitUncharge) run as a restartable
 // sequence when the CPU source is rseq (port/rseq.h): find the slot, then
 // commit the new word with one plain store if this thread is still on that
 // CPU and nothing changed: no atomic RMW at all. Everything else takes the
@@ -166,9 +166,10 @@ class ObjStock {
 
   // Takes `size` bytes of `objcg` from this CPU's stock and accounts +size
   // on `item`. False if the shard is busy or holds fewer (no partial use).
+  // The locked path: callers try TryCommitConsume first (ObjCgroup::Charge
+  // does), so a miss does not run the rseq attempt twice.
   // Kernel: consume_obj_stock() + __account_obj_stock().
   bool Consume(ObjCgroup* objcg, uint64_t size, StatItem item) {
-    if (rseq_ && CommitHit(objcg, size, /*consume=*/true, item)) return true;
     const int k = TryLockCurrent();
     if (k < 0) return false;
     ObjStockShard& s = shards_[k];
@@ -186,10 +187,10 @@ class ObjStock {
   }
 
   // Returns `size` bytes of a freed object of `objcg` to this CPU's stock
-  // (allow_uncharge) and accounts -size on `item`. The common case (the
-  // objcg's slot exists and stays within a page) is inline.
+  // (allow_uncharge) and accounts -size on `item`. The locked path, after
+  // TryCommitUncharge (as Consume); the common case (the objcg's slot
+  // exists and stays within a page) is inline.
   void Uncharge(ObjCgroup* objcg, uint64_t size, StatItem item) {
-    if (rseq_ && CommitHit(objcg, size, /*consume=*/false, item)) return;
     if (const int k = TryLockCurrent(); k >= 0) {
       ObjStockShard& s = shards_[k];
       for (int i = 0; i < slots_; ++i) {
