@@ -93,6 +93,9 @@ typedef struct umemcg_preload_stats {
   uint64_t charge_failures;  /* allocations refused (UMEMCG_ENFORCE) */
   uint64_t foreign_frees;    /* free/realloc of pointers not ours */
   int enforce;               /* UMEMCG_ENFORCE in effect */
+  int64_t mapped_bytes;      /* anonymous mappings charged now */
+  int64_t reserved_bytes;    /* tracked mappings not charged (PROT_NONE) */
+  int64_t mapped_ranges;     /* entries of the mapping table */
 } umemcg_preload_stats_t;
 int umemcg_preload_get_stats(umemcg_preload_stats_t* out);
 typedef int (*umemcg_preload_get_stats_fn)(umemcg_preload_stats_t* out);
