@@ -176,6 +176,22 @@ std::string TakeEnv(const char* name) {
   return value;
 }
 
+// Sets `name` to `value` in `environ` itself (see TakeEnv). The new entry
+// is never freed: `environ` may hold it until the process ends.
+void ReplaceEnv(const char* name, const std::string& value) {
+  if (environ == nullptr) return;
+  const size_t len = std::strlen(name);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, name, len) != 0 || (*e)[len] != '=') continue;
+    const std::string entry = std::string(name) + "=" + value;
+    char* copy = static_cast<char*>(std::malloc(entry.size() + 1));
+    if (copy == nullptr) return;
+    std::memcpy(copy, entry.c_str(), entry.size() + 1);
+    *e = copy;
+    return;
+  }
+}
+
 // ---- The operations module (ops_seam.h) ----
 
 // libumemcg-preload-ops.so: UMEMCG_PRELOAD_OPS, else next to this library.
@@ -312,10 +328,13 @@ void SetUpReport(ReportSink& sink, const char* setting) {
   }
   sink.path = setting;
   if (setting[0] != '/') {
-    // Resolved now: the program (or a forked child) may chdir.
+    // Resolved now: the program (or a forked child) may chdir. Children
+    // get the absolute path too, so every report of a process tree lands
+    // in the same file (edited in `environ` itself, see TakeEnv).
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)) != nullptr) {
       sink.path = std::string(cwd) + "/" + setting;
+      ReplaceEnv("UMEMCG_REPORT", sink.path);
     }
   }
 }
