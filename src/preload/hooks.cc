@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -80,6 +81,8 @@ constexpr size_t kChunkMmapped = 2;
 // (glibc refuses anything above PTRDIFF_MAX with ENOMEM as well).
 constexpr size_t kMaxRequest = SIZE_MAX / 4;
 constexpr uintptr_t kOverAligned = 1;
+// The owner word a freed mark is derived from (no objcg is at address 2).
+constexpr uintptr_t kFreedOwner = 2;
 // glibc's dynamic mmap threshold: 128 KiB, raised to the size of each
 // freed mmapped chunk up to 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit).
 constexpr size_t kDefaultMmapThreshold = 128 * 1024;
@@ -132,11 +135,40 @@ inline uint64_t CheckWord(const void* p, uintptr_t owner) {
 
 inline Header* HeaderOf(void* p) { return static_cast<Header*>(p) - 1; }
 
+// The check word a block of ours keeps once freed (even, so never a live
+// block's): a second free of it is recognised as one.
+inline uint64_t FreedMark(const void* p) {
+  return CheckWord(p, kFreedOwner) & ~uint64_t{1};
+}
+
+// glibc's tcache key (the word it writes 8 bytes into a chunk it keeps in
+// its per-thread cache), learned at start-up; 0 when unknown. A block of
+// ours that glibc holds there has it in our check word's place.
+std::atomic<uint64_t> g_tcache_key{0};
+
+// What glibc's malloc_printerr does: its message on stderr, then abort.
+[[noreturn, gnu::noinline]] void InvalidPointer(const char* message) {
+  (void)!write(2, message, std::strlen(message));
+  abort();
+}
+
+inline bool Misaligned(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & (kMallocAlign - 1)) != 0;
+}
+
+// A 16-byte aligned pointer whose header is one of ours already freed:
+// freed by us and untouched since, or kept in glibc's tcache.
+inline bool FreedOurs(void* p) {
+  const uint64_t w = HeaderOf(p)->check;
+  const uint64_t key = g_tcache_key.load(std::memory_order_relaxed);
+  return w == FreedMark(p) || (key != 0 && w == key);
+}
+
 inline bool IsOurs(void* p) {
-  // Our pointers are 16-byte aligned; glibc rejects unaligned ones itself
-  // ("free(): invalid pointer"), and for aligned ones the 16 bytes read
-  // here are the ones glibc's free() reads (prev_size, size).
-  if ((reinterpret_cast<uintptr_t>(p) & (kMallocAlign - 1)) != 0) return false;
+  // Our pointers are 16-byte aligned (an unaligned one is invalid for glibc
+  // as well), and for aligned ones the 16 bytes read here are the ones
+  // glibc's free() reads (prev_size, size).
+  if (Misaligned(p)) return false;
   const Header* h = HeaderOf(p);
   return h->check == CheckWord(p, h->owner);
 }
@@ -262,11 +294,12 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
   if (!g_chunks_ok.load(std::memory_order_relaxed)) owner = nullptr;
   const bool aligned = align > kMallocAlign;
   // Over-aligned: the offset is the alignment (at least 32, room for the
-  // header and the offset word), and 16 bytes more keep the usable size at
-  // least glibc's when _int_memalign keeps a trailer it could not split.
-  const size_t raw_size =
-      aligned ? std::max(size, kMinRequest) + align + kHeaderSize
-              : RawRequest(size);
+  // header and the offset word), and a minimum chunk more keeps the usable
+  // size at least glibc's, which _int_memalign leaves up to that much
+  // larger when the trailer is too small to split off.
+  const size_t raw_size = aligned
+                              ? std::max(size, kMinRequest) + align + kMinChunk
+                              : RawRequest(size);
   const uint64_t predicted = Request2Size(raw_size);
   if (owner != nullptr && !Charge(owner, predicted, g_charge_flags)) {
     errno = ENOMEM;
@@ -294,12 +327,16 @@ inline void* Allocate(size_t size, size_t align, bool zero) {
 }
 
 // A pointer that is not ours: glibc's (or nobody's, and glibc says so).
+// glibc's verdicts stay glibc's: an unaligned pointer is "free(): invalid
+// pointer" (glibc would read its flags from our header's bytes, which can
+// send it through an arena pointer into a segfault), and a second free of
+// one of our blocks is handed to glibc as a second free of its chunk, so
+// it reports the double free as it would without us.
 [[gnu::noinline]] void FreeForeign(void* p) {
+  if (Misaligned(p)) InvalidPointer("free(): invalid pointer\n");
+  if (FreedOurs(p)) return __libc_free(static_cast<char*>(p) - kHeaderSize);
   MyShard().foreign_frees.fetch_add(1, std::memory_order_relaxed);
-  if ((reinterpret_cast<uintptr_t>(p) & (kMallocAlign - 1)) == 0 &&
-      ChunkMmapped(p)) {
-    NoteMmappedFree(ChunkBytes(p));
-  }
+  if (ChunkMmapped(p)) NoteMmappedFree(ChunkBytes(p));
   __libc_free(p);
 }
 
@@ -311,7 +348,10 @@ void Free(void* p) {
   void* raw = RawOf(p);
   const uint64_t bytes = ChunkBytes(raw);
   const bool mmapped = ChunkMmapped(raw);
-  h->check = 0;  // a second free of `p` is not ours any more
+  // A second free of `p` is not ours any more, and is told apart (above).
+  // An over-aligned block's offset may not survive glibc's bookkeeping, so
+  // its second free goes to glibc as it is.
+  h->check = (h->owner & kOverAligned) == 0 ? FreedMark(p) : 0;
   if (owner != nullptr) Uncharge(owner, bytes);
   CountLive(owner, -static_cast<int64_t>(bytes), -1);
   if (__builtin_expect(mmapped, 0)) NoteMmappedFree(bytes);
@@ -325,7 +365,12 @@ void* Reallocate(void* p, size_t size) {
     return nullptr;
   }
   if (!IsOurs(p)) {
-    // Not ours: glibc's (or nobody's) block; it stays unaccounted.
+    // Not ours: glibc's (or nobody's) block; it stays unaccounted. glibc's
+    // verdicts as in FreeForeign.
+    if (Misaligned(p)) InvalidPointer("realloc(): invalid pointer\n");
+    if (FreedOurs(p)) {
+      return __libc_realloc(static_cast<char*>(p) - kHeaderSize, size);
+    }
     MyShard().foreign_frees.fetch_add(1, std::memory_order_relaxed);
     return __libc_realloc(p, size);
   }
@@ -490,6 +535,20 @@ bool ProbeGlibcChunks() {
   bool ok = small != nullptr && ChunkBytes(small) == Request2Size(100) &&
             !ChunkMmapped(small) && GlibcUsable(small) == 104;
   __libc_free(small);
+  // glibc's tcache key: what it writes 8 bytes into a chunk it caches (the
+  // chunk is read after its free on purpose, then taken back).
+  auto* probe = static_cast<uint64_t*>(__libc_malloc(24));
+  if (probe != nullptr) {
+    const uint64_t mine = 0x5a5a5a5a5a5a5a5aull;
+    probe[1] = mine;
+    __libc_free(probe);
+    const uint64_t seen = *static_cast<volatile uint64_t*>(probe + 1);
+    void* again = __libc_malloc(24);
+    if (again == probe && seen != mine && seen != 0) {
+      g_tcache_key.store(seen, std::memory_order_relaxed);
+    }
+    __libc_free(again);
+  }
   g_chunks_ok.store(ok, std::memory_order_relaxed);
   return ok;
 }
