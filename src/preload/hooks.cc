@@ -59,7 +59,7 @@ int __libc_mallopt(int param, int value);
 namespace umemcg::preload {
 
 __thread ThreadState tls_state
-    __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
+    __attribute__((tls_model("initial-exec"))) = {nullptr, 0, nullptr};
 std::atomic<ObjCgroup*> g_default_objcg{nullptr};
 ChargeFlags g_charge_flags = kChargeAtomic | ChargeFlags::kNoThrottle;
 CounterShard g_counters[kCounterShards];
@@ -81,8 +81,6 @@ constexpr size_t kChunkMmapped = 2;
 // (glibc refuses anything above PTRDIFF_MAX with ENOMEM as well).
 constexpr size_t kMaxRequest = SIZE_MAX / 4;
 constexpr uintptr_t kOverAligned = 1;
-// The owner word a freed mark is derived from (no objcg is at address 2).
-constexpr uintptr_t kFreedOwner = 2;
 // glibc's dynamic mmap threshold: 128 KiB, raised to the size of each
 // freed mmapped chunk up to 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit).
 constexpr size_t kDefaultMmapThreshold = 128 * 1024;
@@ -104,9 +102,6 @@ std::atomic<uint64_t> g_secret{0};
 std::atomic<size_t> g_mmap_threshold{kDefaultMmapThreshold};
 std::atomic<bool> g_dynamic_threshold{true};
 std::atomic<bool> g_mmap_enabled{true};
-// False when glibc's chunk header is not where we read it (checked at
-// start-up): nothing is charged then.
-std::atomic<bool> g_chunks_ok{false};
 
 [[gnu::noinline]] uint64_t InitSecret() {
   uint64_t s = 0x243f6a8885a308d3ull;  // no AT_RANDOM: a fixed odd value
@@ -136,9 +131,12 @@ inline uint64_t CheckWord(const void* p, uintptr_t owner) {
 inline Header* HeaderOf(void* p) { return static_cast<Header*>(p) - 1; }
 
 // The check word a block of ours keeps once freed (even, so never a live
-// block's): a second free of it is recognised as one.
+// block's): a second free of it is recognised as one. One multiply: it
+// only classifies double frees, it guards nothing.
 inline uint64_t FreedMark(const void* p) {
-  return CheckWord(p, kFreedOwner) & ~uint64_t{1};
+  const uint64_t s = g_secret.load(std::memory_order_relaxed);
+  return ((s ^ reinterpret_cast<uintptr_t>(p)) * 0x9e3779b97f4a7c15ull) &
+         ~uint64_t{1};
 }
 
 // glibc's tcache key (the word it writes 8 bytes into a chunk it keeps in
@@ -239,7 +237,8 @@ inline size_t RawRequest(size_t n) {
 
 // ---- Charging ----
 
-bool Charge(ObjCgroup* owner, uint64_t bytes, ChargeFlags flags) {
+[[gnu::always_inline]] inline bool Charge(ObjCgroup* owner, uint64_t bytes,
+                                          ChargeFlags flags) {
   HookGuard guard;
   const ChargeResult r = owner->Charge(Bytes(bytes), flags, kHeapItem);
   if (r.ok()) return true;
@@ -247,7 +246,7 @@ bool Charge(ObjCgroup* owner, uint64_t bytes, ChargeFlags flags) {
   return false;
 }
 
-void Uncharge(ObjCgroup* owner, uint64_t bytes) {
+[[gnu::always_inline]] inline void Uncharge(ObjCgroup* owner, uint64_t bytes) {
   HookGuard guard;
   owner->Uncharge(Bytes(bytes), kHeapItem);
 }
@@ -291,7 +290,6 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (!g_chunks_ok.load(std::memory_order_relaxed)) owner = nullptr;
   const bool aligned = align > kMallocAlign;
   // Over-aligned: the offset is the alignment (at least 32, room for the
   // header and the offset word), and a minimum chunk more keeps the usable
@@ -549,7 +547,7 @@ bool ProbeGlibcChunks() {
     }
     __libc_free(again);
   }
-  g_chunks_ok.store(ok, std::memory_order_relaxed);
+  // When false the runtime does not start, so no block is ever charged.
   return ok;
 }
 

@@ -35,9 +35,21 @@ namespace umemcg::preload {
 struct ThreadState {
   ObjCgroup* objcg;  // umemcg_preload_set_group(); null: the default
   int in_hook;       // > 0 while this thread runs umemcg code
+  int* errno_ptr;    // this thread's errno (__errno_location), once known
 };
 extern __thread ThreadState tls_state
     __attribute__((tls_model("initial-exec")));
+
+// This thread's errno, without a call into libc after the first time (the
+// address is fixed for the thread's life, and a forked child's only thread
+// keeps its parent thread's address).
+inline int* ErrnoPtr() {
+  ThreadState& t = tls_state;
+  if (__builtin_expect(t.errno_ptr == nullptr, 0)) {
+    t.errno_ptr = &errno;
+  }
+  return t.errno_ptr;
+}
 
 // Marks the calling thread as inside umemcg for its lifetime, and keeps
 // errno as it was: glibc's allocation functions leave errno alone when
@@ -45,15 +57,18 @@ extern __thread ThreadState tls_state
 // paths may make system calls that set it.
 class HookGuard {
  public:
-  HookGuard() : saved_errno_(errno) { ++tls_state.in_hook; }
+  HookGuard() : errno_(ErrnoPtr()), saved_errno_(*errno_) {
+    ++tls_state.in_hook;
+  }
   ~HookGuard() {
     --tls_state.in_hook;
-    errno = saved_errno_;
+    if (__builtin_expect(*errno_ != saved_errno_, 0)) *errno_ = saved_errno_;
   }
   HookGuard(const HookGuard&) = delete;
   HookGuard& operator=(const HookGuard&) = delete;
 
  private:
+  int* const errno_;
   const int saved_errno_;
 };
 
@@ -106,7 +121,7 @@ inline CounterShard& MyShard() {
 // until detected. Selects version-specific rules (aligned_alloc).
 extern int g_glibc_version;
 // Checks that glibc's chunk header is where the hooks read it (hooks.cc);
-// false disables charging (the blocks then go uncharged).
+// on false the runtime does not start (nothing is ever charged).
 bool ProbeGlibcChunks();
 
 // ---- Anonymous mappings (mmap_hooks.cc) ----
