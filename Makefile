@@ -12,7 +12,7 @@
 # Debian packages are installed with apt-get only when missing.
 
 DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev nlohmann-json3-dev python3 sqlite3
+                libbenchmark-dev nlohmann-json3-dev python3 sqlite3 xz-utils
 # Operator interfaces: FUSE mount, metrics server (+ curl for its tests), CLI.
 DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
 # umemcg-bench: command line parsing (CLI11, above) and SVG plots.

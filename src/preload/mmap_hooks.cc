@@ -148,6 +148,9 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     if (owner) {
       const auto start = reinterpret_cast<uintptr_t>(r);
       MapLock lock;
+      // Entries there are stale (pages unmapped behind our back, by a raw
+      // system call): the kernel handed the range out as free.
+      Untrack(*t, start, start + plen);
       t->Insert(start, start + plen, writable ? owner : GroupRef());
     }
     return r;
@@ -312,7 +315,10 @@ void* Sbrk(intptr_t delta) {
   const uint64_t actual = PagesOf(hi - lo);
   if (actual > pages) (void)ChargePages(*owner, actual - pages, kSettleFlags);
   if (actual < pages) UnchargePages(*owner, pages - actual);
-  if (hi > lo) t->Insert(lo, hi, owner);
+  if (hi > lo) {
+    Untrack(*t, lo, hi);  // stale entries, as in Map()
+    t->Insert(lo, hi, owner);
+  }
   return r;
 }
 
