@@ -51,10 +51,12 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   bool raised_max = false;
   bool first = true;
   Group* over = nullptr;
-  // Why an external limit refused `over` (kGranted: its counter did). A
+  // Why an external limit last refused (in/out for Check), and why `over`
+  // refused (kGranted: its counter did). A
   // charge asks a remote limit at most three times: for the batch, for n
   // pages, and once more after reclaim (ExternalLimits::Check).
   ExternalVerdict external = ExternalVerdict::kGranted;
+  ExternalVerdict over_verdict = ExternalVerdict::kGranted;  // for `over`
   int blocking_asks = 3;
 
   for (;;) {  // kernel label: retry
@@ -70,9 +72,10 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
                                    &blocking_asks, &external);
       if (over == nullptr) break;  // done_restock
       g->memory_.Uncharge(Pages(batch));
+      over_verdict = external;
     } else {
       over = GroupOfCounter(g, fail);
-      external = ExternalVerdict::kGranted;
+      over_verdict = ExternalVerdict::kGranted;
     }
 
     // Retry without the surplus: a batch may not fit where n does.
@@ -108,7 +111,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
     if (retries-- > 0) continue;
     if (HasFlag(flags, ChargeFlags::kRetryMayFail)) goto nomem;
     // An unreachable limit owner is not an out-of-memory condition.
-    if (external == ExternalVerdict::kUnavailable) goto nomem;
+    if (over_verdict == ExternalVerdict::kUnavailable) goto nomem;
     if (progress_rounds <= kMaxProgressRounds && Oom(over, n)) {
       ++progress_rounds;
       retries = kMaxReclaimRetries;
@@ -137,7 +140,7 @@ nomem:
   if (!HasFlag(flags, ChargeFlags::kNoFail) &&
       !HasFlag(flags, ChargeFlags::kHigh)) {
     ChargeResult result;
-    result.code = external == ExternalVerdict::kUnavailable
+    result.code = over_verdict == ExternalVerdict::kUnavailable
                       ? StatusCode::kAgain
                       : StatusCode::kResourceExhausted;
     result.limited_by = over;

@@ -86,9 +86,15 @@ Group* ExternalLimits::Check(Group* g, bool may_block, int* blocking_asks,
     bool ok = limit->Admits(usage);
     ExternalVerdict v = ExternalVerdict::kGranted;
     if (!ok) {
-      const bool block = may_block && *blocking_asks > 0;
-      if (block) --*blocking_asks;
-      v = limit->Grow(usage, block);
+      if (may_block && *blocking_asks <= 0) {
+        // This charge asked enough: the last answer stands.
+        v = *verdict == ExternalVerdict::kUnavailable
+                ? ExternalVerdict::kUnavailable
+                : ExternalVerdict::kRefused;
+      } else {
+        if (may_block) --*blocking_asks;
+        v = limit->Grow(usage, may_block);
+      }
       ok = v == ExternalVerdict::kGranted;
     }
     Leave(limit);

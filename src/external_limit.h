@@ -119,8 +119,9 @@ class ExternalLimits {
   // After the counters of `g` and its ancestors accepted `batch` pages:
   // returns the closest group on the way up whose limit refuses the new
   // usage even after Grow, or null. `*verdict` is the refusing limit's
-  // verdict. A blocking Grow is tried only while *blocking_asks > 0 (each
-  // use decrements it), so one charge waits for a remote answer a bounded
+  // verdict (in: the previous refusal's, kept once the asks are used up).
+  // A blocking Grow is tried only while *blocking_asks > 0 (each use
+  // decrements it), so one charge waits for a remote answer a bounded
   // number of times.
   static Group* Check(Group* g, bool may_block, int* blocking_asks,
                       ExternalVerdict* verdict);
