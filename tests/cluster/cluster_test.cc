@@ -13,6 +13,7 @@
 
 #include "cluster_test_util.h"
 #include "umemcg/files.h"
+#include "umemcg/metrics.h"
 #include "umemcg/umemcg.h"
 
 namespace umemcg::cluster_test {
@@ -461,10 +462,27 @@ TEST_F(ClusterTest, BoundGroupsHaveClusterFiles) {
   ASSERT_TRUE(g->WriteFile("memory.cluster.max", "8M").ok());
   EXPECT_EQ(GroupIn(cluster->Snapshot().value(), "tenants/a").max, Pages(2048));
   EXPECT_EQ(g->ReadFile("memory.cluster.max").value(), "8388608\n");
+  // /metrics shows the binding (the exposition the server serves).
+  const std::string text = FormatPrometheus(CollectMetrics(*ctrl));
+  EXPECT_NE(text.find("umemcg_cluster_info{group=\"g\",cluster_group="
+                      "\"tenants/a\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("umemcg_cluster_max_bytes{group=\"g\"} 8388608\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("umemcg_cluster_stat{group=\"g\",item=\"lease_bytes\"}"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("umemcg_cluster_events_total{group=\"g\",event=\"max\"} 0"),
+      std::string::npos);
+  EXPECT_NE(text.find("umemcg_cluster_current_bytes{group=\"g\"}"),
+            std::string::npos);
   g->Uncharge(Pages(5));
   ASSERT_TRUE(b.value()->Unbind().ok());
   EXPECT_EQ(g->ReadFile("memory.cluster.group").status().code(),
             StatusCode::kNotFound);
+  EXPECT_EQ(FormatPrometheus(CollectMetrics(*ctrl)).find("umemcg_cluster"),
+            std::string::npos);
 }
 
 TEST_F(ClusterTest, ConcurrentThreadsStayUnderTheMax) {
