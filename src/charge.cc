@@ -69,7 +69,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
       // admit the batch too; its refusal is handled as its max's would be.
       if (!ExternalLimits::Active()) break;  // done_restock
       over = ExternalLimits::Check(g, may_reclaim && tls_charge.in_reclaim == 0,
-                                   &blocking_asks, &external);
+                                   raised_max, &blocking_asks, &external);
       if (over == nullptr) break;  // done_restock
       g->memory_.Uncharge(Pages(batch));
       over_verdict = external;

@@ -75,8 +75,8 @@ void ExternalLimits::Leave(ExternalLimit* limit) {
   limit->in_flight_.fetch_sub(1, std::memory_order_release);
 }
 
-Group* ExternalLimits::Check(Group* g, bool may_block, int* blocking_asks,
-                             ExternalVerdict* verdict) {
+Group* ExternalLimits::Check(Group* g, bool may_block, bool reclaimed,
+                             int* blocking_asks, ExternalVerdict* verdict) {
   for (Group* b = g; b != nullptr && !b->is_root(); b = b->parent()) {
     ExternalLimit* limit = Enter(*b);
     if (limit == nullptr) continue;
@@ -93,7 +93,7 @@ Group* ExternalLimits::Check(Group* g, bool may_block, int* blocking_asks,
                 : ExternalVerdict::kRefused;
       } else {
         if (may_block) --*blocking_asks;
-        v = limit->Grow(usage, may_block);
+        v = limit->Grow(usage, may_block, reclaimed);
       }
       ok = v == ExternalVerdict::kGranted;
     }

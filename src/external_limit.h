@@ -70,8 +70,11 @@ class ExternalLimit {
   virtual bool Admits(uint64_t usage) = 0;
   // Makes room so that `usage` pages are admitted. With `may_block` it may
   // wait (a bounded time) for a remote decision; without it it must decide
-  // locally and may only start asynchronous work.
-  virtual ExternalVerdict Grow(uint64_t usage, bool may_block) = 0;
+  // locally and may only start asynchronous work. `reclaimed`: this charge
+  // already ran reclaim for the group (a limit near its owner's max may
+  // refuse before that, so that local reclaim comes first).
+  virtual ExternalVerdict Grow(uint64_t usage, bool may_block,
+                               bool reclaimed) = 0;
   // Pages the limit admits now beyond `usage` (0 when none), for the
   // "did reclaim make enough room" check.
   virtual uint64_t Margin(uint64_t usage) = 0;
@@ -123,8 +126,8 @@ class ExternalLimits {
   // A blocking Grow is tried only while *blocking_asks > 0 (each use
   // decrements it), so one charge waits for a remote answer a bounded
   // number of times.
-  static Group* Check(Group* g, bool may_block, int* blocking_asks,
-                      ExternalVerdict* verdict);
+  static Group* Check(Group* g, bool may_block, bool reclaimed,
+                      int* blocking_asks, ExternalVerdict* verdict);
   // min(counter margin, limit margin) of `g` (kernel: mem_cgroup_margin).
   static uint64_t Margin(Group* g);
   // A forced charge of `g`: tells every limit on the way up.

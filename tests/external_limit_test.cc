@@ -27,7 +27,7 @@ class FakeLimit : public ExternalLimit {
     ++admits;
     return usage <= limit.load();
   }
-  ExternalVerdict Grow(uint64_t usage, bool may_block) override {
+  ExternalVerdict Grow(uint64_t usage, bool may_block, bool) override {
     ++grows;
     if (may_block) ++blocking_grows;
     last_usage = usage;

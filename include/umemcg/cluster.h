@@ -118,7 +118,7 @@ struct ClusterGroupInfo {
 };
 
 struct ClusterSnapshot {
-  // Sorted by path (so each group comes before its descendants).
+  // Pre-order: each group before its descendants, siblings by name.
   std::vector<ClusterGroupInfo> groups;
 };
 

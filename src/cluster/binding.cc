@@ -86,14 +86,16 @@ void ClusterBinding::Impl::OnForced() {
   core_->Wake();
 }
 
-ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block) {
+ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
+                                           bool reclaimed) {
   const Clock::time_point now = Clock::now();
   if (!may_block) {
     // No network on this thread: a recent refusal stands; otherwise the
     // background thread grows the lease and the caller may retry.
     const int64_t refused = refused_at_.load(std::memory_order_relaxed);
-    if (refused != 0 && now.time_since_epoch().count() - refused <
-                            Clock::duration(busy_window_).count()) {
+    if (refused != 0 &&
+        now.time_since_epoch().count() - refused <
+            Clock::duration(core_->options().poll_interval).count()) {
       return ExternalVerdict::kRefused;
     }
     short_.store(true, std::memory_order_relaxed);
@@ -113,6 +115,21 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block) {
     return ExternalVerdict::kUnavailable;
   }
   const uint64_t lease = limit_.load(std::memory_order_relaxed);
+  // Near the cluster max (the deficit is more than the room Redis last
+  // reported), local reclaim comes first: refuse without asking until this
+  // charge has reclaimed. After a refusal, trust it for one poll interval:
+  // at most about one refused round trip per poll interval per node while
+  // the cluster stays full.
+  const int64_t deficit = static_cast<int64_t>(usage - std::min(usage, lease));
+  if (deficit > room_.load(std::memory_order_relaxed)) {
+    const int64_t refused = refused_at_.load(std::memory_order_relaxed);
+    if (!reclaimed ||
+        (refused != 0 &&
+         now.time_since_epoch().count() - refused <
+             Clock::duration(core_->options().poll_interval).count())) {
+      return ExternalVerdict::kRefused;
+    }
+  }
   // Never ask below the current lease here: lowering goes through
   // ReturnLocked only.
   const uint64_t want = std::max(usage + NextChunkLocked(now), lease);

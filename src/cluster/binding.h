@@ -53,7 +53,8 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
 
   // internal::ExternalLimit
   bool Admits(uint64_t usage) override;
-  internal::ExternalVerdict Grow(uint64_t usage, bool may_block) override;
+  internal::ExternalVerdict Grow(uint64_t usage, bool may_block,
+                                 bool reclaimed) override;
   uint64_t Margin(uint64_t usage) override;
   void OnForced() override;
   std::span<const FileSpec> Files() const override;

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -200,6 +201,23 @@ StatusOr<ClusterSnapshot> Cluster::Snapshot() {
     }
     snap.groups.push_back(std::move(info));
   }
+  // Pre-order: compare component by component ("a", "a/b", "a-c"; plain
+  // string order would put "a-c" between "a" and "a/b").
+  std::sort(
+      snap.groups.begin(), snap.groups.end(),
+      [](const ClusterGroupInfo& a, const ClusterGroupInfo& b) {
+        std::string_view x = a.path, y = b.path;
+        for (;;) {
+          const size_t i = x.find('/'), j = y.find('/');
+          const std::string_view cx = x.substr(0, i), cy = y.substr(0, j);
+          if (cx != cy) return cx < cy;
+          if (i == std::string_view::npos || j == std::string_view::npos) {
+            return i == std::string_view::npos && j != std::string_view::npos;
+          }
+          x.remove_prefix(i + 1);
+          y.remove_prefix(j + 1);
+        }
+      });
   return snap;
 }
 

@@ -335,6 +335,10 @@ StatusOr<Reply> RedisConnection::Eval(const char* script,
 
 Status ScriptError(const Reply& reply) {
   std::string_view msg = reply.str;
+  // Redis 7 appends where a script raised the error.
+  if (const size_t at = msg.find(" script: "); at != std::string_view::npos) {
+    msg = msg.substr(0, at);
+  }
   auto strip = [&msg](std::string_view code) {
     // "UMEMCG_X msg", possibly after "ERR " or a Lua location prefix.
     const size_t at = msg.find(code);
@@ -347,7 +351,7 @@ Status ScriptError(const Reply& reply) {
   if (strip("UMEMCG_BUSY")) return Status(StatusCode::kBusy, msg);
   if (strip("UMEMCG_INVALID")) return Status(StatusCode::kInvalidArgument, msg);
   return Status(StatusCode::kFailedPrecondition,
-                "redis script error: " + reply.str);
+                "redis script error: " + std::string(msg));
 }
 
 }  // namespace umemcg::cluster_internal

@@ -271,10 +271,11 @@ TEST_F(ClusterTest, HierarchyLimitsCountAtEveryLevel) {
   EXPECT_LE(GroupIn(snap, "p").usage, Pages(100));
   EXPECT_EQ(GroupIn(snap, "p").usage,
             GroupIn(snap, "p/a").usage + GroupIn(snap, "p/b").usage);
-  // Once a's pages are returned, b gets them.
+  // Once a's pages are returned, b gets them (after b's refusal backoff,
+  // one poll interval).
   ga->Uncharge(Pages(70));
   ASSERT_TRUE(ba.value()->Unbind().ok());
-  ASSERT_TRUE(gb->TryCharge(Pages(70)).ok());
+  ASSERT_TRUE(Eventually([&] { return gb->TryCharge(Pages(70)).ok(); }));
   gb->Uncharge(Pages(70));
   ASSERT_TRUE(bb.value()->Unbind().ok());
   EXPECT_EQ(GroupIn(cluster->Snapshot().value(), "p").usage, Pages(0));
