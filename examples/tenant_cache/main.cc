@@ -8,7 +8,8 @@
 //                [--tenant-high=SIZE] [--premium=NAME] [--premium-low=SIZE]
 //                [--max-tenants=N] [--max-value=BYTES]
 //                [--mount=DIR] [--metrics=HOST:PORT]
-//                [--redis=URL --cluster-group=NAME [--cluster-bind=TENANT]]
+//                [--redis=URL --cluster-group=NAME [--cluster-max=SIZE]
+//                 [--cluster-bind=TENANT]]
 //
 // SIZE uses cgroup syntax (64M, 1G, max). --mount shows the groups as
 // files at DIR (umemcg/fuse.h; `umemcg top DIR` watches them), --metrics
@@ -16,7 +17,8 @@
 // port 0 picks one). --cluster-group binds the parent "tenants" (or, with
 // --cluster-bind, one tenant) to a cluster group in Redis (umemcg/
 // cluster.h; --redis defaults to $UMEMCG_REDIS): every process bound to it
-// shares its max. Runs until SIGINT or SIGTERM.
+// shares its max (--cluster-max sets it, creating the group). Runs until
+// SIGINT or SIGTERM.
 
 #include <signal.h>
 
@@ -35,6 +37,7 @@
 #endif
 #ifdef TENANT_CACHE_HAVE_CLUSTER
 #include "umemcg/cluster.h"
+#include "umemcg/files.h"
 #endif
 
 namespace {
@@ -45,7 +48,8 @@ int Usage() {
                "[--tenant-max=SIZE] [--tenant-high=SIZE] [--premium=NAME] "
                "[--premium-low=SIZE] [--max-tenants=N] [--max-value=BYTES] "
                "[--mount=DIR] [--metrics=HOST:PORT] [--redis=URL "
-               "--cluster-group=NAME [--cluster-bind=TENANT]]\n");
+               "--cluster-group=NAME [--cluster-max=SIZE] "
+               "[--cluster-bind=TENANT]]\n");
   return 2;
 }
 
@@ -55,7 +59,7 @@ int main(int argc, char** argv) {
   tenant_cache::CacheOptions options;
   long port = 11311;
   std::string premium, premium_low = "0", mount_dir, metrics_address;
-  std::string redis_url, cluster_group, cluster_bind;
+  std::string redis_url, cluster_group, cluster_bind, cluster_max;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const size_t eq = arg.find('=');
@@ -87,6 +91,8 @@ int main(int argc, char** argv) {
       redis_url = value;
     } else if (name == "cluster-group") {
       cluster_group = value;
+    } else if (name == "cluster-max") {
+      cluster_max = value;
     } else if (name == "cluster-bind") {
       cluster_bind = value;
     } else if (name == "max-value") {
@@ -177,6 +183,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     cluster = std::move(connected).value();
+    if (!cluster_max.empty()) {
+      umemcg::StatusOr<umemcg::Pages> max =
+          umemcg::ParseMemoryLimit(cluster_max);
+      umemcg::Status s = max.ok() ? cluster->SetMax(cluster_group, max.value())
+                                  : max.status();
+      if (!s.ok()) {
+        std::fprintf(stderr, "tenant_cache: --cluster-max: %s\n",
+                     s.ToString().c_str());
+        return 1;
+      }
+    }
     auto bound = cluster->Bind(*group, cluster_group);
     if (!bound.ok()) {
       std::fprintf(stderr, "tenant_cache: --cluster-group: %s\n",
