@@ -244,6 +244,31 @@ TEST_F(ClusterTest, OverTheClusterMaxBehavesLikeMemoryMax) {
   ASSERT_TRUE(b.value()->Unbind().ok());
 }
 
+// A cache at the cluster max: each charge evicts locally (reclaim) instead
+// of a Redis round trip per charge.
+TEST_F(ClusterTest, AtTheMaxReclaimComesBeforeAskingRedis) {
+  auto cluster = Connect();
+  ASSERT_TRUE(cluster);
+  ASSERT_TRUE(cluster->SetMax("t", Pages(300)).ok());
+  auto ctrl = NewController();
+  GroupRef g = ctrl->CreateGroup(ctrl->root(), "g").value();
+  HeldReclaimer lru(*g);
+  ASSERT_TRUE(g->AddReclaimer(&lru).ok());
+  auto b = cluster->Bind(*g, "t");
+  ASSERT_TRUE(b.ok());
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(g->TryCharge(Pages(2)).ok()) << i;
+    lru.Hold(2);
+  }
+  const ClusterLeaseState s = b.value()->state();
+  EXPECT_GT(lru.calls, 100);  // it ran at the max
+  EXPECT_LT(s.redis_commands, 100u) << s.redis_commands;
+  EXPECT_LE(GroupIn(cluster->Snapshot().value(), "t").usage, Pages(300));
+  lru.Reclaim(Pages(1 << 20));
+  ASSERT_TRUE(g->RemoveReclaimer(&lru).ok());
+  ASSERT_TRUE(b.value()->Unbind().ok());
+}
+
 TEST_F(ClusterTest, HierarchyLimitsCountAtEveryLevel) {
   auto cluster = Connect();
   ASSERT_TRUE(cluster);
