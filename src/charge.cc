@@ -52,9 +52,9 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   bool first = true;
   Group* over = nullptr;
   // Why an external limit last refused (in/out for Check), and why `over`
-  // refused (kGranted: its counter did). A
-  // charge asks a remote limit at most three times: for the batch, for n
-  // pages, and once more after reclaim (ExternalLimits::Check).
+  // refused (kGranted: its counter did). A charge asks a remote limit at
+  // most three times: for the batch, for n pages, and once more after
+  // reclaim (ExternalLimits::Check; `raised_max` tells it reclaim ran).
   ExternalVerdict external = ExternalVerdict::kGranted;
   ExternalVerdict over_verdict = ExternalVerdict::kGranted;  // for `over`
   int blocking_asks = 3;
