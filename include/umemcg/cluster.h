@@ -98,8 +98,10 @@ struct ClusterOptions {
   Pages max_chunk{65536};  // 256 MiB
 };
 
-// One node's lease on a cluster group.
+// One binding's lease on a cluster group.
 struct ClusterLease {
+  // "<node_name>#<n>": the node, and which of its bindings (a process may
+  // bind several groups to one cluster group; each holds its own lease).
   std::string node;
   Pages pages;
   std::chrono::milliseconds expires_in{0};
@@ -126,9 +128,10 @@ struct ClusterSnapshot {
 // last reply from Redis).
 struct ClusterLeaseState {
   std::string cluster_group;
-  Pages lease;                              // pages this node may use
-  Pages usage;                              // the bound group's local usage
-  Pages chunk;                              // the current lease chunk
+  std::string lease_owner;  // this binding's name in the lease tables
+  Pages lease;              // pages this node may use
+  Pages usage;              // the bound group's local usage
+  Pages chunk;              // the current lease chunk
   std::chrono::milliseconds expires_in{0};  // local expiry; 0 when expired
   bool expired = true;
   bool connected = false;

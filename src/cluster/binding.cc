@@ -55,6 +55,7 @@ ClusterBinding::Impl::Impl(std::shared_ptr<cluster_internal::ClusterCore> core,
       group_ptr_(&group),
       group_(&group),
       cluster_group_(std::move(cluster_group)),
+      owner_(core_->NewLeaseOwner()),
       busy_window_(
           std::min(core_->heartbeat(), std::chrono::milliseconds(1000))),
       chunk_(core_->options().min_chunk.raw()) {
@@ -183,7 +184,7 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   ++seq_;
   const Clock::time_point sent_at = Clock::now();
   std::vector<std::string> args = {cluster_group_,
-                                   o.node_name,
+                                   owner_,
                                    std::to_string(seq_),
                                    std::to_string(want),
                                    std::to_string(need),
@@ -213,6 +214,8 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
     // After Redis confirmed: raise (or, reconciling, set) the lease. The
     // local expiry counts from before the request was sent, so it comes
     // no later than the server's minus the margin.
+    const uint64_t before = limit_.load(std::memory_order_seq_cst);
+    reconcile_ = out.lease < before && out.lease < Usage();
     limit_.store(out.lease, std::memory_order_seq_cst);
     expiry_.store((sent_at + o.lease_ttl - core_->safety_margin())
                       .time_since_epoch()
@@ -264,7 +267,7 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // in flight (counted, then refused and given back): ask only for what
   // fits, so a transient never pushes the cluster over max.
   if (usage > lease) {
-    (void)RequestLocked(usage, usage, /*force=*/forced, false);
+    (void)RequestLocked(usage, usage, /*force=*/forced || reconcile_, false);
     return;
   }
   const int64_t room = room_.load(std::memory_order_relaxed);
@@ -369,6 +372,7 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   ClusterLeaseState s;
   constexpr auto kR = std::memory_order_relaxed;
   s.cluster_group = cluster_group_;
+  s.lease_owner = owner_;
   s.lease = Pages(limit_.load(std::memory_order_seq_cst));
   s.usage = Pages(Usage());
   s.chunk = Pages(chunk_seen_.load(kR));

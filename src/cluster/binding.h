@@ -89,6 +89,7 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   Group* const group_ptr_;
   GroupRef group_;  // released by Unbind
   const std::string cluster_group_;
+  const std::string owner_;  // this binding's name in the lease tables
   const std::chrono::milliseconds busy_window_;
 
   // Read by every slow-path charge of the group: the lease (pages) and its
@@ -107,10 +108,14 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
 
   // Requests to Redis, and the policy state they update.
   mutable std::timed_mutex mu_;
-  bool unbound_ = false;                // guarded by mu_
-  uint64_t seq_ = 0;                    // guarded by mu_
-  uint64_t chunk_;                      // guarded by mu_
-  bool had_lease_ = false;              // guarded by mu_
+  bool unbound_ = false;    // guarded by mu_
+  uint64_t seq_ = 0;        // guarded by mu_
+  uint64_t chunk_;          // guarded by mu_
+  bool had_lease_ = false;  // guarded by mu_
+  // Redis answered with less than this node had (its lease expired while
+  // cut off, or a restart lost a write) and usage was above it: the next
+  // tick counts the usage, past max if need be.
+  bool reconcile_ = false;              // guarded by mu_
   Clock::time_point last_grow_{};       // guarded by mu_
   Clock::time_point last_decay_{};      // guarded by mu_
   Clock::time_point next_heartbeat_{};  // guarded by mu_

@@ -64,6 +64,14 @@ class ClusterCore {
   std::chrono::milliseconds heartbeat() const { return heartbeat_; }
   std::chrono::milliseconds safety_margin() const { return margin_; }
   bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // A new binding's owner name in the lease tables: "<node>#<n>", unique
+  // per binding, so two bindings of one process on one cluster group hold
+  // separate leases.
+  std::string NewLeaseOwner() {
+    return options_.node_name + "#" +
+           std::to_string(
+               next_binding_.fetch_add(1, std::memory_order_relaxed));
+  }
   uint64_t commands() const {
     return commands_.load(std::memory_order_relaxed);
   }
@@ -89,6 +97,8 @@ class ClusterCore {
   std::atomic<bool> connected_{false};
   // Relaxed: a statistic.
   std::atomic<uint64_t> commands_{0};
+  // Relaxed: only uniqueness matters.
+  std::atomic<uint64_t> next_binding_{1};
 
   std::mutex mu_;
   std::condition_variable cv_;

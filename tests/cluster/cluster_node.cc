@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     Reply("fail " + binding.status().ToString());
     return 1;
   }
-  Reply("ready " + cluster.value()->node_name());
+  Reply("ready " + binding.value()->state().lease_owner);
 
   uint64_t held = 0;
   std::atomic<bool> stop{false};

@@ -405,7 +405,8 @@ TEST_F(ClusterTest, RedisRestartWithAofRecoversWithoutDoubleCounting) {
   EXPECT_GE(info.usage, Pages(1000));
   EXPECT_LE(info.usage, before + Pages(1024));
   ASSERT_EQ(info.leases.size(), 1u);
-  EXPECT_EQ(info.leases[0].node, cluster->node_name());
+  EXPECT_EQ(info.leases[0].node, b.value()->state().lease_owner);
+  EXPECT_EQ(info.leases[0].node.rfind(cluster->node_name() + "#", 0), 0u);
   ASSERT_TRUE(g->TryCharge(Pages(2000)).ok());
   g->Uncharge(Pages(3000));
   ASSERT_TRUE(b.value()->Unbind().ok());
@@ -431,6 +432,51 @@ TEST_F(ClusterTest, ForcedChargesAreCountedInRedis) {
   EXPECT_GE(b.value()->state().forced, 1u);
   g->Uncharge(Pages(300));
   ASSERT_TRUE(b.value()->Unbind().ok());
+  EXPECT_EQ(GroupIn(cluster->Snapshot().value(), "t").usage, Pages(0));
+}
+
+// Redis lost a node's lease (a restart without fsync, an operator's
+// mistake) while the cluster filled up: the pages are in use, so the node
+// makes Redis count them again, past max, rather than looping on refusals.
+TEST_F(ClusterTest, ALeaseRedisLostIsCountedAgain) {
+  auto cluster = Connect();
+  ASSERT_TRUE(cluster);
+  ASSERT_TRUE(cluster->SetMax("t", Pages(1000)).ok());
+  auto ctrl = NewController();
+  GroupRef g = ctrl->CreateGroup(ctrl->root(), "g").value();
+  auto b = cluster->Bind(*g, "t");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(g->TryCharge(Pages(400)).ok());
+  ASSERT_TRUE(b.value()->Sync().ok());
+  const uint64_t lease = b.value()->state().lease.raw();
+  // Lose it: the node's record and its pages vanish from Redis.
+  const std::string owner = b.value()->state().lease_owner;
+  ASSERT_TRUE(redis_->Command({"HSET", "{umemcg}:l:t", owner, "0"}).ok());
+  ASSERT_TRUE(redis_
+                  ->Command({"HINCRBY", "{umemcg}:g:t", "usage",
+                             std::to_string(-static_cast<int64_t>(lease))})
+                  .ok());
+  // Another node takes all the room.
+  auto ctrl2 = NewController();
+  GroupRef g2 = ctrl2->CreateGroup(ctrl2->root(), "g").value();
+  auto b2 = cluster->Bind(*g2, "t");
+  ASSERT_TRUE(b2.ok());
+  ASSERT_TRUE(g2->TryCharge(Pages(900)).ok());
+  // The first node's pages come back into Redis's count.
+  EXPECT_TRUE(Eventually([&] {
+    auto snap = cluster->Snapshot();
+    if (!snap.ok()) return false;
+    const ClusterGroupInfo t = GroupIn(snap.value(), "t");
+    return LeaseOf(t, owner) >= g->usage().raw() &&
+           t.usage.raw() >= g->usage().raw() + g2->usage().raw();
+  }));
+  EXPECT_GE(b.value()->state().forced, 1u)
+      << g->ReadFile("memory.cluster.stat").value() << " usage "
+      << g->usage().raw() << " g2 " << g2->usage().raw();
+  g->Uncharge(Pages(400));
+  g2->Uncharge(Pages(900));
+  ASSERT_TRUE(b.value()->Unbind().ok());
+  ASSERT_TRUE(b2.value()->Unbind().ok());
   EXPECT_EQ(GroupIn(cluster->Snapshot().value(), "t").usage, Pages(0));
 }
 
