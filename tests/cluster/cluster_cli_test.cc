@@ -15,7 +15,7 @@ namespace umemcg::cluster_test {
 namespace {
 
 // Runs a shell command; its stdout+stderr and exit status.
-std::pair<std::string, int> Run(const std::string& cmd) {
+std::pair<std::string, int> Shell(const std::string& cmd) {
   std::string out;
   FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (p == nullptr) return {"", -1};
@@ -72,25 +72,25 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
   ASSERT_TRUE(redis.ok()) << redis.status().ToString();
   const std::string tool = std::string(UMEMCG_CLI_PATH) +
                            " cluster --redis=" + redis.value()->url() + " ";
-  auto [out, rc] = Run(tool + "set-max tenants/a 32M");
+  auto [out, rc] = Shell(tool + "set-max tenants/a 32M");
   EXPECT_EQ(rc, 0) << out;
-  std::tie(out, rc) = Run(tool + "tree");
+  std::tie(out, rc) = Shell(tool + "tree");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("└─ a"), std::string::npos) << out;
   EXPECT_NE(out.find("32.0M"), std::string::npos) << out;
-  std::tie(out, rc) = Run(tool + "top --once -d 0.05");
+  std::tie(out, rc) = Shell(tool + "top --once -d 0.05");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("tenants/a"), std::string::npos) << out;
-  std::tie(out, rc) = Run(tool + "set-max tenants/a junk");
+  std::tie(out, rc) = Shell(tool + "set-max tenants/a junk");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("junk"), std::string::npos) << out;
-  std::tie(out, rc) = Run(tool + "remove tenants");
+  std::tie(out, rc) = Shell(tool + "remove tenants");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("child groups"), std::string::npos) << out;
   EXPECT_EQ(out.find("script:"), std::string::npos) << out;  // no Lua noise
-  std::tie(out, rc) = Run(tool + "remove tenants/a");
+  std::tie(out, rc) = Shell(tool + "remove tenants/a");
   EXPECT_EQ(rc, 0) << out;
-  std::tie(out, rc) = Run(std::string(UMEMCG_CLI_PATH) +
+  std::tie(out, rc) = Shell(std::string(UMEMCG_CLI_PATH) +
                           " cluster --redis=rediss://127.0.0.1:1 tree");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("TLS"), std::string::npos) << out;
