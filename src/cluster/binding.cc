@@ -103,8 +103,8 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
     core_->Wake();
     return ExternalVerdict::kUnavailable;
   }
-  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
-  if (!lock.try_lock_for(core_->options().command_timeout)) {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout)) {
     unavailable_.fetch_add(1, std::memory_order_relaxed);
     return ExternalVerdict::kUnavailable;
   }
@@ -254,8 +254,9 @@ void ClusterBinding::Impl::ReturnLocked(uint64_t target) {
 }
 
 void ClusterBinding::Impl::Tick(Clock::time_point now) {
-  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
-  if (!lock.try_lock_for(core_->options().command_timeout)) return;
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout))
+    return;
   if (unbound_ || !core_->connected()) return;
   const uint64_t min_chunk = core_->options().min_chunk.raw();
   const uint64_t usage = Usage();
@@ -309,7 +310,7 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
 
 Status ClusterBinding::Impl::Start() {
   {
-    std::lock_guard<std::timed_mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     const uint64_t usage = Usage();
     StatusOr<Outcome> r =
         RequestLocked(usage + core_->options().min_chunk.raw(), usage,
@@ -325,7 +326,7 @@ Status ClusterBinding::Impl::Start() {
   }
   Status s = internal::ExternalLimits::Attach(*group_ptr_, this);
   if (!s.ok()) {
-    std::lock_guard<std::timed_mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     unbound_ = true;
     (void)RequestLocked(0, 0, false, true);
     group_.reset();
@@ -336,13 +337,13 @@ Status ClusterBinding::Impl::Start() {
 
 Status ClusterBinding::Impl::Unbind() {
   {
-    std::lock_guard<std::timed_mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (unbound_) return Status::Ok();
   }
   // Outside mu_: Detach waits for chargers, which may wait for mu_.
   (void)internal::ExternalLimits::Detach(*group_ptr_, this);
   core_->Unregister(this);
-  std::lock_guard<std::timed_mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (unbound_) return Status::Ok();
   unbound_ = true;
   limit_.store(0, std::memory_order_seq_cst);
@@ -357,7 +358,7 @@ Status ClusterBinding::Impl::Unbind() {
 }
 
 Status ClusterBinding::Impl::Sync() {
-  std::lock_guard<std::timed_mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (unbound_) return Status(StatusCode::kFailedPrecondition, "unbound");
   const uint64_t lease = limit_.load(std::memory_order_seq_cst);
   const uint64_t usage = Usage();

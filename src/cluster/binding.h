@@ -17,8 +17,8 @@
 // count twice.
 //
 // Thread safety: Admits/Grow/Margin from any charging thread; requests to
-// Redis serialized by mu_ (a timed mutex: a charging thread waits at most
-// the command timeout).
+// Redis serialized by mu_ (locked with LockWithin: a charging thread waits
+// at most the command timeout).
 
 #ifndef UMEMCG_SRC_CLUSTER_BINDING_H_
 #define UMEMCG_SRC_CLUSTER_BINDING_H_
@@ -107,7 +107,7 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   std::atomic<int64_t> refused_at_{0};
 
   // Requests to Redis, and the policy state they update.
-  mutable std::timed_mutex mu_;
+  mutable std::mutex mu_;
   bool unbound_ = false;    // guarded by mu_
   uint64_t seq_ = 0;        // guarded by mu_
   uint64_t chunk_;          // guarded by mu_

@@ -28,7 +28,7 @@ ClusterCore::~ClusterCore() { Stop(); }
 
 Status ClusterCore::Start() {
   {
-    std::lock_guard<std::timed_mutex> lock(conn_mu_);
+    std::lock_guard<std::mutex> lock(conn_mu_);
     Status s = EnsureConnectedLocked(/*force=*/true);
     if (!s.ok()) return s;
   }
@@ -75,8 +75,8 @@ StatusOr<Reply> ClusterCore::Run(const char* script,
                                  bool may_reconnect,
                                  std::chrono::milliseconds lock_wait,
                                  uint64_t* commands) {
-  std::unique_lock<std::timed_mutex> lock(conn_mu_, std::defer_lock);
-  if (!lock.try_lock_for(lock_wait)) {
+  std::unique_lock<std::mutex> lock(conn_mu_, std::defer_lock);
+  if (!LockWithin(lock, lock_wait)) {
     return Status(StatusCode::kAgain, "redis: the connection stayed busy for " +
                                           std::to_string(lock_wait.count()) +
                                           " ms");
@@ -133,8 +133,8 @@ void ClusterCore::Main() {
     std::vector<std::shared_ptr<Tickable>> bindings = bindings_;
     lock.unlock();
     if (!connected()) {
-      std::unique_lock<std::timed_mutex> c(conn_mu_, std::defer_lock);
-      if (c.try_lock_for(options_.command_timeout)) {
+      std::unique_lock<std::mutex> c(conn_mu_, std::defer_lock);
+      if (LockWithin(c, options_.command_timeout)) {
         (void)EnsureConnectedLocked(/*force=*/false);
       }
     }

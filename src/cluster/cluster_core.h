@@ -1,7 +1,7 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // ClusterCore: what a Cluster and its bindings share: the options, the one
-// Redis connection (guarded by a timed mutex, so no caller waits for it
+// Redis connection (a mutex locked with LockWithin: no caller waits for it
 // longer than the command timeout), the background thread that renews,
 // prefetches and returns leases, and the list of live bindings.
 //
@@ -11,6 +11,7 @@
 #ifndef UMEMCG_SRC_CLUSTER_CLUSTER_CORE_H_
 #define UMEMCG_SRC_CLUSTER_CLUSTER_CORE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +27,22 @@
 namespace umemcg::cluster_internal {
 
 using Clock = std::chrono::steady_clock;
+
+// Locks `lock`'s mutex within `wait` (false when it stayed busy): try_lock
+// with short sleeps. Not std::timed_mutex: its try_lock_for calls
+// pthread_mutex_clocklock, which ThreadSanitizer does not intercept (it
+// then reports the unlock as one of an unlocked mutex). Slow paths only.
+inline bool LockWithin(std::unique_lock<std::mutex>& lock,
+                       std::chrono::milliseconds wait) {
+  const Clock::time_point deadline = Clock::now() + wait;
+  std::chrono::microseconds nap(20);
+  while (!lock.try_lock()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
+  return true;
+}
 
 // The background thread's view of a binding.
 class Tickable {
@@ -88,7 +105,7 @@ class ClusterCore {
   const std::chrono::milliseconds heartbeat_;
   const std::chrono::milliseconds margin_;
 
-  std::timed_mutex conn_mu_;
+  std::mutex conn_mu_;
   std::unique_ptr<RedisConnection> conn_;   // guarded by conn_mu_
   Clock::time_point last_connect_attempt_;  // guarded by conn_mu_
   Status last_connect_error_;               // guarded by conn_mu_
