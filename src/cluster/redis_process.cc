@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +105,9 @@ Status RedisProcess::Spawn() {
   const pid_t pid = fork();
   if (pid < 0) return Status(StatusCode::kFailedPrecondition, "fork failed");
   if (pid == 0) {
+    // Dies with the test or benchmark that started it, even if that one
+    // crashes before its destructor runs.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     const int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       dup2(devnull, 0);
