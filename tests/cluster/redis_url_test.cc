@@ -47,7 +47,9 @@ TEST(RedisUrlTest, MalformedIsInvalidArgumentWithAReason) {
         "redis://host:", "redis://host/db", "redis://host/-1", "redis://[::1",
         "redis://::1:6379", "redis://u:%zz@host", "redis://u:%4@host",
         "unix://relative.sock", "unix:///s?db=x", "redis://ho st",
-        "redis://host\n"}) {
+        "redis://host\n",
+        // Found by redis_url_fuzz: a bracket inside a bracketed host.
+        "redis://@[[]", "redis://[a]b]:1", "redis://a]b"}) {
     auto u = ParseRedisUrl(bad);
     EXPECT_FALSE(u.ok()) << bad;
     if (!u.ok()) {
