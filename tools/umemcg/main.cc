@@ -18,6 +18,7 @@
 #include <string>
 
 #include "commands.h"
+#include "help.h"
 #include "top.h"
 
 namespace {
@@ -42,8 +43,7 @@ int Print(const std::string& command, const StatusOr<std::string>& out) {
 
 int main(int argc, char** argv) {
   namespace cli = umemcg::cli;
-  CLI::App app{
-      "umemcg: cgroup-v2 memory groups of a umemcg mount or /sys/fs/cgroup"};
+  CLI::App app{cli::kHelpDescription, "umemcg"};
   app.require_subcommand(1);
   bool raw = false;
   std::string root;
@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
       "metrics", "Print the tree's metrics in the Prometheus text format");
   metrics->add_option("DIR", target, "Group directory")->required();
 
+  // After the subcommands, which would otherwise inherit it.
+  app.footer(cli::kHelpFooter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
