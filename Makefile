@@ -1,5 +1,6 @@
 # umemcg quick start:
-#   make bench   install what is missing, build `release`, run the main job:
+#   make bench   install what is missing, configure `release` and build
+#                umemcg-bench, run the main job:
 #                `umemcg-bench all --quick --plots out/plots` (< 5 minutes
 #                on 2 cores; the seed-claim report, plots in out/plots/)
 #   make bench-micro   the Google Benchmark programs with their ratio reports
