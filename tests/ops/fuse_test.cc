@@ -447,7 +447,7 @@ class BlockingReclaimer : public Reclaimer {
     return Pages(take);
   }
   void Hold(uint64_t n) { held_.store(n); }
-  void WaitEntered() { entered_.wait(false); }
+  bool entered() const { return entered_.load(); }
   void Release() {
     release_.store(true);
     release_.notify_all();
@@ -490,12 +490,13 @@ TEST_F(FuseMountTest, StopServesTheRequestsAlreadyQueued) {
       ::close(fd);
     }
   });
-  reclaimer.WaitEntered();
+  // (Failures below are EXPECTs: the threads must be joined either way.)
+  EXPECT_TRUE(WaitFor([&] { return reclaimer.entered(); }));
   // Queued (asynchronously) by the close; nobody is free to read it.
   ::closedir(d);
   // Stop while the thread is still busy; it sees the stop once released.
   std::thread stopper([&] { mount2->Unmount(); });
-  ASSERT_TRUE(WaitFor([&] { return !mount2->mounted(); }));
+  EXPECT_TRUE(WaitFor([&] { return !mount2->mounted(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   reclaimer.Release();
   stopper.join();
