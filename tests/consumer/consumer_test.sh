@@ -7,9 +7,10 @@
 #      incompatible version request (0.3) must be refused;
 #   3. pkg-config: a C program compiled with a plain compiler line from
 #      `pkg-config --cflags --libs umemcg`;
-#   4. subproject: FetchContent from the source directory, building only
-#      the program's target (the library compiles again: ccache is used
-#      when installed); its install step must install nothing of umemcg.
+#   4. subproject: FetchContent from the source directory; the parent's
+#      default build makes only the libraries it links (the library compiles
+#      again: ccache is used when installed); its install step must install
+#      nothing of umemcg.
 #
 # usage: consumer_test.sh BUILD_DIR SOURCE_DIR C_COMPILER CXX_COMPILER
 #                         WITH_FUSE(ON|OFF)
@@ -75,9 +76,16 @@ step "subproject (FetchContent, SOURCE_DIR ${src})"
 cmake -S "${src}/tests/consumer/subproject" -B "${work}/sub" "${common[@]}" \
       -DUMEMCG_SOURCE_DIR="${src}" -DCMAKE_INSTALL_PREFIX="${work}/sub-prefix" \
       >"${work}/sub.log" || { cat "${work}/sub.log"; exit 1; }
-cmake --build "${work}/sub" --target consumer_subproject >"${work}/sub-build.log" \
+cmake --build "${work}/sub" >"${work}/sub-build.log" \
   || { cat "${work}/sub-build.log"; exit 1; }
 grep -c "Building" "${work}/sub-build.log" | sed 's/^/compiled files: /'
+# The parent's default build made only what it links: no preload, no fuse
+# component, no static library.
+for lib in libumemcg-preload.so libumemcg-fuse.so libumemcg.a; do
+  if find "${work}/sub" -name "${lib}" | grep -q .; then
+    echo "the subproject's build made ${lib}, which it does not link"; exit 1
+  fi
+done
 "${work}/sub/consumer_subproject"
 cmake --install "${work}/sub" >"${work}/sub-install.log"
 installed=$(cd "${work}/sub-prefix" && find . -type f -o -type l | sort)
