@@ -1,5 +1,6 @@
 # umemcg quick start:
-#   make bench   install what is missing, build `release`, run the main job:
+#   make bench   install what is missing, configure `release` and build
+#                umemcg-bench, run the main job:
 #                `umemcg-bench all --quick --plots out/plots` (< 5 minutes
 #                on 2 cores; the seed-claim report, plots in out/plots/)
 #   make bench-micro   the Google Benchmark programs with their ratio reports
@@ -8,8 +9,15 @@
 #   make test    install what is missing, build and run every test suite in
 #                the release, asan (ASan+UBSan) and tsan presets, then each
 #                fuzzer (fuzz preset, clang) for FUZZ_SECONDS (default 60)
+#   make install PREFIX=/opt/umemcg   build `release` and install the
+#                headers, libraries, CMake package, pkg-config files,
+#                binaries and man pages under PREFIX (default /usr/local)
+#   make build-<preset>   configure and build one preset (release, debug,
+#                asan, tsan, fuzz, release-static)
 #
-# Debian packages are installed with apt-get only when missing.
+# Debian packages are installed with apt-get only when missing. Every
+# target that runs something it needs built configures and builds it first,
+# so each works on a fresh clone.
 
 DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev nlohmann-json3-dev python3 sqlite3 xz-utils
@@ -21,9 +29,12 @@ DEB_PACKAGES += gnuplot-nox
 # server its tests and `umemcg-bench cluster` start on loopback.
 DEB_PACKAGES += libhiredis-dev redis-server
 TEST_PRESETS := release asan tsan fuzz
+BUILD_PRESETS := release debug asan tsan fuzz release-static
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PREFIX ?= /usr/local
 
-.PHONY: all deps build test bench bench-micro bench-static format clean $(addprefix build-,$(TEST_PRESETS) debug)
+.PHONY: all deps build test bench bench-micro bench-static install format clean \
+        $(addprefix build-,$(BUILD_PRESETS))
 
 all: build
 
@@ -38,9 +49,18 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-build-%: deps
-	cmake --preset $* >/dev/null
-	cmake --build --preset $*
+# configure-build(preset, targets): configure the preset (a no-op when
+# already configured) and build the targets (everything when empty).
+define configure-build
+cmake --preset $(1) >/dev/null
+cmake --build --preset $(1) $(if $(2),--target $(2))
+endef
+
+# A static pattern rule: unlike a plain `build-%` pattern rule, it applies
+# to the phony targets it lists (make never searches implicit rules for a
+# phony target, so `bench: build-release` used to build nothing).
+$(addprefix build-,$(BUILD_PRESETS)): build-%: deps
+	$(call configure-build,$*)
 
 build: build-release
 
@@ -50,7 +70,8 @@ test: deps
 # The main job: every seed experiment briefly, one report, SVG plots.
 PLOTS_DIR := out/plots
 
-bench: build-release
+bench: deps
+	$(call configure-build,release,umemcg-bench)
 	@mkdir -p $(PLOTS_DIR)
 	./build/release/bin/umemcg-bench all --quick --plots $(PLOTS_DIR)
 	@echo "plots: $(abspath $(PLOTS_DIR))/*.svg"
@@ -59,16 +80,19 @@ bench: build-release
 # under build/release/).
 BENCHMARKS := charge_benchmark obj_benchmark stats_benchmark
 
-bench-micro: build-release
+bench-micro: deps
+	$(call configure-build,release,$(BENCHMARKS))
 	@set -e; for b in $(BENCHMARKS); do \
 	  echo "==== $$b"; ./build/release/bin/$$b --json=build/release/$$b.json; \
 	done
 
 # A fully static umemcg-bench for bench/scaling-sweep.sh.
-bench-static: deps
-	cmake --preset release-static >/dev/null
-	cmake --build --preset release-static
+bench-static: build-release-static
 	@echo "static binary: build/release-static/bin/umemcg-bench"
+
+# Installs what `release` builds (cmake --install; see README, Installing).
+install: build-release
+	cmake --install build/release --prefix "$(PREFIX)"
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')

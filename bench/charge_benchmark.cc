@@ -13,7 +13,7 @@
 //                            child of the root; after warm-up every op hits
 //                            this CPU's stock. 1 and 2 threads, same group.
 //   BM_AsymmetricPair/<v>    the netperf TCP_SENDFILE analog
-//                            (seed-benchmarks.md 4.1, P = 1): thread 0
+//                            (docs/benchmarks.md: sendfile, P = 1): thread 0
 //                            charges 3 pages per message to the leaf of
 //                            root -> c1 -> c2 -> c3, thread 1 uncharges
 //                            them through its own CPU's stock. Variants:

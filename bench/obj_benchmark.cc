@@ -3,7 +3,7 @@
 // Micro-benchmarks of object (byte) accounting (Google Benchmark), with a
 // ratio report against the targets of the object-accounting issue: the
 // kmem_cache loops of the seed series "Reduce kmemcache memory accounting
-// overhead" (seed-benchmarks.md 1.5, 2.2, 4.4). All benchmarks run in one
+// overhead" (docs/benchmarks.md: kmem). All benchmarks run in one
 // binary, repetitions randomly interleaved.
 //
 //   BM_Malloc64               malloc(64) + free: the unaccounted loop.

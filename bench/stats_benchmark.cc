@@ -1,7 +1,7 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Statistics benchmarks, with a ratio report against the targets of the
-// statistics issue (seed-benchmarks.md 4.3, 4.5).
+// statistics issue (docs/benchmarks.md: pagefault and statread).
 //
 //   BM_AtomicAdd          fetch_add(1) on a private, cache-line aligned
 //                         counter: the floor.

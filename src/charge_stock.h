@@ -1,10 +1,10 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // ChargeStock: per-CPU caches of pre-charged pages (kernel: memcg_stock_pcp,
-// the E4/E5 multi-memcg stock). Each CPU shard holds up to `slots` groups,
-// each with a uint8 page count (so batch <= 127), and a round-robin eviction
-// cursor. Pages in a slot are already charged to the group and all its
-// ancestors; consuming them touches only the shard.
+// the multi-memcg stock of v6.16+, docs/architecture.md: Eras). Each CPU
+// shard holds up to `slots` groups, each with a 64-bit page count, and a
+// round-robin eviction cursor. Pages in a slot are already charged to the group
+// and all its ancestors; consuming them touches only the shard.
 //
 // Differences from the kernel, on purpose:
 // - A slot that overflows one batch on refill returns its pages but keeps
@@ -43,7 +43,8 @@ class Group;
 namespace internal {
 
 inline constexpr int kMaxStockSlots = 16;
-inline constexpr int kMaxBatch = 127;  // uint8 slot counts (S8_MAX)
+// The kernel's cap (S8_MAX: its slot counts are uint8); ours are 64-bit.
+inline constexpr int kMaxBatch = 127;
 
 // One CPU's stock. Written under `lock` (and, with rseq, by the owning
 // CPU's commit of a slot's `pages`); atomics so that the rseq path and

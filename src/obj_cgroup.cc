@@ -1,6 +1,7 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// ObjCgroup: the charge and uncharge paths (memcg-reference.md 7.5, E5).
+// ObjCgroup: the charge and uncharge paths (kernel: obj_cgroup_charge,
+// obj_cgroup_uncharge, E5 era: docs/architecture.md, Eras).
 // Release and reparenting live in controller.cc with the rest of lifetime.
 
 #include "umemcg/obj_cgroup.h"

@@ -1,6 +1,7 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The per-CPU object stock (memcg-reference.md 7.5 and 7.6, E5). The hit
+// The per-CPU object stock (kernel: consume_obj_stock, refill_obj_stock,
+// __account_obj_stock; E5 era, docs/architecture.md). The hit
 // path (Consume, Uncharge into the installed slot) is one CPU-id read, a
 // scan of at most `slots` pointers and one commit of the slot's word (an
 // rseq store, or under the try-lock): no shared cache line is written and

@@ -4,7 +4,7 @@
 // obj_stock_pcp, E5 "shrink obj_stock_pcp and cache multiple objcgs").
 // Each CPU shard holds up to `slots` objcgs, each with one 64-bit word
 // packing the slot's byte count (uint16) and its cached slab statistic
-// deltas (two int24, memcg-reference.md 7.6), a round-robin eviction
+// deltas (two int24; kernel: __account_obj_stock), a round-robin eviction
 // cursor and its own TryLock, separate from the page stock's. Bytes in a
 // slot are part of whole pages already charged to the objcg's current
 // group; consuming them touches only the shard.

@@ -1,7 +1,8 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Rstat: lazily flushed per-CPU statistics (kernel: memcg_vmstats*,
-// kernel/cgroup/rstat.c; memcg-reference.md 8.3-8.5).
+// kernel/cgroup/rstat.c, mem_cgroup_flush_stats; docs/design.md,
+// Statistics (rstat)).
 //
 // Per group (GroupStats, allocated with the group):
 //   per CPU (StatCpu, own cache lines): state[i] (cumulative updates made on

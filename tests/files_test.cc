@@ -1,8 +1,9 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The cgroup-v2 memory files: the table of files and root rules, defaults,
-// parsing (memcg-reference 2.9 and pitfall 13), formats, errno values and
-// write semantics (9.2).
+// parsing (page_counter_memparse, memparse: floor to pages, "max" only
+// exact, one suffix letter), formats, errno values and write semantics
+// (memory_max_write and friends).
 
 #include "umemcg/files.h"
 

@@ -23,7 +23,8 @@ uint64_t PenaltyMs(uint64_t usage_pages, uint64_t high_pages, uint64_t n,
       HighDelayMs(CalculateOverage(usage_pages, high_pages), n, batch), 2000);
 }
 
-// The reference table (memcg-reference.md 5.4): high = 100 MiB, n = batch.
+// The table in the kernel's comment above MEMCG_DELAY_PRECISION_SHIFT
+// (mm/memcontrol.c): high = 100 MiB, n = batch.
 TEST(HighTest, PenaltyReproducesTheReferenceTable) {
   const uint64_t expected_ms[] = {6,    25,   57,   102,  159,  230,
                                   313,  409,  518,  639,  774,  921,

@@ -1,6 +1,6 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// kmem (C, seed-benchmarks.md 1.5, 4.4): the kmem_cache alloc/free loop.
+// kmem (C, docs/benchmarks.md): the kmem_cache alloc/free loop.
 //
 // One thread (default): --iterations (1,400,000) x { charge the object's
 // bytes to the group's objcg (ObjCgroup::Charge, moving

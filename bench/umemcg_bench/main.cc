@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "help.h"
 #include "report.h"
 #include "scenarios.h"
 
@@ -125,9 +126,8 @@ int Report(const Cli& cli) {
 
 int main(int argc, char** argv) {
   Cli cli;
-  CLI::App app{
-      "umemcg-bench: user-space analogs of the memcg seed benchmarks, "
-      "measured side by side as ratios"};
+  CLI::App app{umemcg::bench::kHelpDescription, "umemcg-bench"};
+  app.footer(umemcg::bench::kHelpFooter);
   std::vector<std::string> scenarios = umemcg::bench::ScenarioNames();
   scenarios.push_back("all");
   scenarios.push_back("report");

@@ -1,6 +1,6 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// multitenant (A2, seed-benchmarks.md 4.2; the 2025 multi-memcg stock,
+// multitenant (A2, docs/benchmarks.md; the 2025 multi-memcg stock,
 // [M1]): K tenants, each in its own leaf of root -> c1 (min = low) -> c2
 // -> tenant<k>. A few "softirq" threads (--softirq-threads, pinned to
 // distinct CPUs) do the rx charges of all tenants: tenant k's flow is

@@ -1,6 +1,6 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// pagefault1/2/3 and fallocate (B, seed-benchmarks.md 1.2, 1.3, 4.3): the
+// pagefault1/2/3 and fallocate (B, docs/benchmarks.md): the
 // will-it-scale analogs. N tasks (pinned to distinct CPUs) charge one leaf
 // at depth D (chain root -> c1 -> ... -> cD). Each task loops over a
 // 128 MiB "region" of 32768 page slots: fault every slot (one op each),

@@ -1,7 +1,7 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // umemcg-bench's scenarios: user-space analogs of the kernel benchmarks
-// behind the memcg seeds (docs: seed-benchmarks.md section 4). Each runs
+// behind the memcg patch series (docs/benchmarks.md, Scenarios). Each runs
 // its variants side by side (RunInterleaved) and returns one Result per
 // measured configuration; every run ends with the balance check (an
 // unbalanced run is an error, never a number).

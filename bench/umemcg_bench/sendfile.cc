@@ -1,6 +1,6 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// sendfile (A1, seed-benchmarks.md 4.1): the netperf TCP_SENDFILE analog.
+// sendfile (A1, docs/benchmarks.md): the netperf TCP_SENDFILE analog.
 // P pairs of threads (sender S_i, receiver R_i, pinned to distinct CPUs)
 // share one leaf of root -> c1 (min = low = 1 GiB) -> c2 -> c3. Per 10 KiB
 // message:

@@ -1,7 +1,7 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The socket-memory model of the sendfile and multitenant scenarios
-// (seed-benchmarks.md 1.4): a per-socket forward-alloc reserve
+// (docs/benchmarks.md: sendfile): a per-socket forward-alloc reserve
 // (sk_forward_alloc) charged in whole pages when a send or receive needs
 // more than it holds (__sk_mem_raise_allocated ->
 // mem_cgroup_charge_skmem), and trimmed to below one page on every free

@@ -1,6 +1,6 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// statread (D, seed-benchmarks.md 4.5): memory.stat read latency while
+// statread (D, docs/benchmarks.md): memory.stat read latency while
 // writers update statistics. --groups (10,000) groups under the root:
 // ceil(sqrt(G)) parents and the rest as leaves spread over them. W writer
 // threads (--threads; default allowed CPUs - 1, at least 1; pinned from

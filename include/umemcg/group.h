@@ -358,8 +358,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   // The hierarchical counter: usage, limits, peaks, failcnt, protection.
   const PageCounter& memory() const { return memory_; }
   Pages usage() const { return memory_.usage(); }
-  // Pages cached for this group in all CPUs' stocks now (takes each CPU's
-  // stock lock briefly). Bounded by StockSlackBound().
+  // Pages cached for this group in all CPUs' stocks now, read without the
+  // stocks' locks (a statistic: exact at quiescence; while charges run it
+  // may pair a slot's group with a count from just before or after).
+  // Bounded by StockSlackBound().
   Pages StockedPages() const;
   // nr_cpus x batch: the most stock can over-report this group's usage.
   Pages StockSlackBound() const;

@@ -5,7 +5,7 @@
 // one, created with it (Group::objcg()). Objects record their ObjCgroup (an
 // ObjCgroupRef), not their Group, so when the group is removed its objcg is
 // re-pointed to the parent in one step and objects freed later uncharge the
-// parent (reparenting, memcg-reference.md section 7.3).
+// parent (reparenting; kernel: memcg_reparent_objcgs).
 //
 //   ObjCgroupRef objcg(tenant->objcg());
 //   if (objcg->Charge(Bytes(64)).ok()) { ...; objcg->Uncharge(Bytes(64)); }

@@ -5,7 +5,8 @@
 // Controller creation (ControllerOptions::custom_stat_items), which get
 // ids after the built-in ones (Controller::FindStatItem).
 //
-// Values are lazily flushed (kernel rstat, memcg-reference.md 8.3): an
+// Values are lazily flushed (kernel rstat: css_rstat_updated,
+// mem_cgroup_flush_stats; docs/design.md, Statistics (rstat)): an
 // update is a per-CPU add; readers see it after a flush of their subtree.
 // How far an unflushed read can be off is published per group
 // (Group::StatBound, StatErrorBound below).
@@ -68,7 +69,8 @@ UMEMCG_EXPORT std::optional<StatItem> ParseBuiltinStat(std::string_view key);
 // memory.stat: 4096, 1, 1024 or 1.
 UMEMCG_EXPORT int64_t StatUnitScale(StatUnit unit);
 
-// Which flushes readers trigger (kernel eras, memcg-reference.md 8.4).
+// Which flushes readers trigger (two kernel eras: docs/architecture.md,
+// Eras).
 enum class StatsFlushMode : uint8_t {
   // v6.8+: each group counts its subtree's pending updates; a reader
   // flushes its own subtree when its group passes batch x nr_cpus.

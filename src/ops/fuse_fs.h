@@ -84,11 +84,22 @@ class FuseFs final : public Attachment {
   // otherwise keeps `ph` (may be null) to notify on the next change.
   unsigned Poll(OpenFile* f, fuse_pollhandle* ph);
 
+  // Directory handles libfuse holds for this process's mounts: each
+  // opendir allocates one (fuse_lib_opendir's struct fuse_dh), only its
+  // releasedir frees it, and fuse_destroy does not free those still open.
+  // Counted by the opendir/releasedir operations, so tests can check that
+  // none is left behind by a mount's teardown.
+  static int64_t OpenDirHandles();
+  static void CountDirHandle(int64_t delta);
+
  protected:
   void DoStop() override;
 
  private:
   void ServeRequests();
+  // Serves the requests the kernel queued before the stop, until none is
+  // queued (at most kMaxDrain).
+  void DrainRequests(fuse_buf* buf);
   void NotifyPolls();
   // REQUIRES: f->mu held.
   static bool ChangedSinceRead(OpenFile* f);

@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -149,6 +151,18 @@ int ReadDir(const char* path, void* buf, fuse_fill_dir_t fill, off_t,
     if (IsFileName(g, name)) continue;
     fill(buf, name.c_str(), nullptr, 0, fuse_fill_dir_flags{});
   }
+  return 0;
+}
+
+// Only counted (FuseFs::OpenDirHandles): libfuse allocates and frees the
+// directory handle around these.
+int OpenDir(const char*, fuse_file_info*) {
+  FuseFs::CountDirHandle(1);
+  return 0;
+}
+
+int ReleaseDir(const char*, fuse_file_info*) {
+  FuseFs::CountDirHandle(-1);
   return 0;
 }
 
@@ -287,7 +301,9 @@ fuse_operations MakeOperations() {
   fuse_operations ops{};
   ops.init = Init;
   ops.getattr = GetAttr;
+  ops.opendir = OpenDir;
   ops.readdir = ReadDir;
+  ops.releasedir = ReleaseDir;
   ops.open = Open;
   ops.release = Release;
   ops.read = Read;
@@ -309,7 +325,18 @@ fuse_operations MakeOperations() {
   return ops;
 }
 
+// Relaxed: a statistic for tests, read after the mount's threads joined.
+std::atomic<int64_t> open_dir_handles{0};
+
 }  // namespace
+
+int64_t FuseFs::OpenDirHandles() {
+  return open_dir_handles.load(std::memory_order_relaxed);
+}
+
+void FuseFs::CountDirHandle(int64_t delta) {
+  open_dir_handles.fetch_add(delta, std::memory_order_relaxed);
+}
 
 const fuse_operations& FuseFs::Operations() {
   static const fuse_operations ops = MakeOperations();

@@ -10,8 +10,9 @@
 //   A/B/E   min/low = 0,    50M of page cache
 //   A/B/F   min/low = 500M, empty
 //
-// Effective values are checked against hand-computed ones (memcg-reference
-// 2.7). Then reclaim pressure from A (F allocating 148M under A's 200M
+// Effective values are checked against hand-computed ones (the kernel's
+// effective_protection in mm/page_counter.c).
+// Then reclaim pressure from A (F allocating 148M under A's 200M
 // max) must take E's unprotected cache and leave C and D together B's 50M:
 // with C and D overcommitted (75M claimed of 50M), each is protected while
 // C + D <= 50M, so reclaim of C and D stops exactly at that boundary. For

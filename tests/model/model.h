@@ -4,7 +4,7 @@
 // differential tests. One mutex guards everything; there are no per-CPU
 // stocks, no batching, no reclaim, no OOM handling, no protection and no
 // events. What it models (include/umemcg/group.h, controller.h,
-// page_counter.h and docs/memcg-reference.md sections 2 and 4):
+// page_counter.h; kernel: mm/page_counter.c and try_charge_memcg):
 //
 //   - a tree of groups: a child is created by name under an online parent
 //     (names unique among online siblings); removing a group takes it
@@ -22,7 +22,7 @@
 // Charges to offline groups fail with kFailedPrecondition; uncharges of
 // memory charged before the removal still work.
 //
-// Byte accounting (include/umemcg/obj_cgroup.h, memcg-reference.md 7): each
+// Byte accounting (include/umemcg/obj_cgroup.h; kernel: obj_cgroup): each
 // group has one objcg, named by the group's id, holding the bytes of its
 // live objects. An objcg points at its group; removing a group re-points
 // every objcg pointing at it to the parent. Object charges never fail here

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "commands.h"
+#include "help.h"
 #include "top.h"
 #ifdef UMEMCG_HAVE_CLUSTER
 #include "cluster.h"
@@ -125,8 +126,7 @@ int RunCluster(ClusterCli& c, bool raw) {
 
 int main(int argc, char** argv) {
   namespace cli = umemcg::cli;
-  CLI::App app{
-      "umemcg: cgroup-v2 memory groups of a umemcg mount or /sys/fs/cgroup"};
+  CLI::App app{cli::kHelpDescription, "umemcg"};
   app.require_subcommand(1);
   bool raw = false;
   std::string root;
@@ -178,6 +178,8 @@ int main(int argc, char** argv) {
   AddClusterCommands(app, cluster_cli);
 #endif
 
+  // After the subcommands, which would otherwise inherit it.
+  app.footer(cli::kHelpFooter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
