@@ -17,6 +17,8 @@ DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev
 DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
 # umemcg-bench: command line parsing (CLI11, above) and SVG plots.
 DEB_PACKAGES += gnuplot-nox
+# Tests: a seccomp filter denying membarrier after start-up.
+DEB_PACKAGES += libseccomp-dev
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -18,6 +18,29 @@
 // RseqExclude(k) (or while running on k): that makes sure no critical
 // section that saw the lock free is still in flight on k.
 //
+// Fallback contract (every rseq user inherits it). RseqExclude fences with
+// membarrier(2). If a fence fails for good at any time (a seccomp filter
+// installed after start-up denies membarrier, a kernel that refuses it),
+// RseqExclude does not return an error and never aborts: it switches rseq
+// commits off for the whole process, for good, and returns only after a
+// hand-over that makes sure no critical section that started before the
+// switch is still in flight anywhere. From then on every RseqCompareStore
+// returns kMismatch (the switch is checked inside the critical section, so
+// a section preempted across the switch restarts and sees it), callers
+// take their locked paths, and RseqExclude returns at once: with no
+// commits, the locks alone exclude. Any new rseq primitive must check
+// rseq_commits_off inside its critical section the same way.
+//
+// The hand-over runs the calling thread on each allowed CPU in turn
+// (sched_setaffinity): once it runs on CPU k, whatever ran there before
+// was preempted, and a preempted section restarts. A CPU this thread may
+// not run on (outside the process's cpuset, or offline) runs no thread of
+// this process either. If changing the affinity is denied too, the
+// hand-over waits kRseqGraceMs instead: a section is a few instructions
+// run without preemption, so only a stall the kernel cannot see (a
+// hypervisor descheduling the virtual CPU mid-section for longer than
+// that) could outlast it (documented in docs/design.md).
+//
 // Available on x86-64 with glibc's rseq registration and membarrier(2)
 // RSEQ fences (Linux 5.10+). Never under ThreadSanitizer, which cannot see
 // the assembly's accesses (the callers then take their locked paths).
@@ -56,9 +79,19 @@ enum class RseqResult : uint8_t {
 };
 
 // True when RseqCompareStore and RseqExclude work in this process: built
-// for it, rseq registered by glibc for this thread, and membarrier's RSEQ
-// fence registered (done once, on the first call).
+// for it, rseq registered by glibc for this thread, membarrier's RSEQ
+// fence registered (done once, on the first call) and commits not
+// switched off (see the fallback contract above).
 bool RseqCommitAvailable();
+
+// Nonzero once rseq commits are switched off for the process (set once,
+// never cleared). Read inside every critical section; hidden, so that the
+// assembly reaches it %rip-relative from a shared library too.
+extern uint8_t rseq_commits_off __attribute__((visibility("hidden")));
+// The hand-over's wait when the calling thread cannot visit each CPU.
+inline constexpr int kRseqGraceMs = 50;
+// True once commits are off and the hand-over finished (tests).
+bool RseqCommitsSwitchedOff();
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
@@ -112,6 +145,8 @@ inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
       "1:\n\t"
       "cmpl %[cpu], %[cpu_id]\n\t"
       "jnz %l[aborted]\n\t"
+      "cmpb $0, %[off]\n\t"
+      "jnz %l[mismatch]\n\t"
       "cmpb $0, %[lock]\n\t"
       "jnz %l[mismatch]\n\t"
       "cmpq %[expected_owner], %[owner]\n\t"
@@ -128,7 +163,8 @@ inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
       ".popsection\n\t"
       :
       : [rseq_cs] "m"(area->rseq_cs), [cpu_id] "m"(area->cpu_id),
-        [cpu] "r"(cpu), [lock] "m"(*static_cast<const uint8_t*>(lock)),
+        [cpu] "r"(cpu), [off] "m"(rseq_commits_off),
+        [lock] "m"(*static_cast<const uint8_t*>(lock)),
         [owner] "m"(*static_cast<const uint64_t*>(owner)),
         [expected_owner] "r"(reinterpret_cast<uint64_t>(expected_owner)),
         [word] "m"(*word), [expected] "r"(expected), [desired] "r"(desired)
@@ -146,8 +182,10 @@ mismatch:
 // before the call is still in flight on CPU `cpu` (membarrier(2)
 // MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ with MEMBARRIER_CMD_FLAG_CPU; the
 // kernel restarts such a section). Costs a system call and at most one
-// inter-processor interrupt. A no-op when the calling thread runs on `cpu`.
-// REQUIRES: RseqCommitAvailable().
+// inter-processor interrupt. A no-op when the calling thread runs on `cpu`
+// or commits are off. When the fence fails for good, switches commits off
+// (see the fallback contract above); never fails, never aborts.
+// REQUIRES: RseqCommitAvailable() was true once.
 void RseqExclude(uint32_t cpu);
 
 // The locked paths of a per-CPU structure whose hits commit through rseq:
