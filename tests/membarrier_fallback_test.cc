@@ -135,7 +135,7 @@ int ChildMain(Deny deny) {
   stop.store(true);
   for (auto& t : workers) t.join();
   // The fences did fail and the process switched to its locked paths.
-  if (!internal::RseqCommitsSwitchedOff()) return Fail(12, "no switch-off");
+  if (!internal::RseqFenceFailed()) return Fail(12, "no fence failed");
   o.reset();
   ctrl->DrainAllStocks(ctrl->root());
   if (!ctrl->CheckInvariants().ok()) return Fail(4, "invariants");

@@ -76,6 +76,27 @@ TEST(TryLockTest, WaiterBlocksInsteadOfSpinningWhileTheHolderKeepsTheLock) {
   lock.unlock();
 }
 
+// The bit that closes a lock to rseq commits survives every operation.
+TEST(TryLockTest, ClosedForRseqSurvivesLockingAndTheForkChildUnlock) {
+  TryLock lock;
+  EXPECT_FALSE(lock.closed_for_rseq());
+  lock.lock();
+  lock.CloseForRseq();
+  EXPECT_TRUE(lock.is_locked());
+  EXPECT_FALSE(lock.try_lock());
+  lock.unlock();
+  EXPECT_FALSE(lock.is_locked());
+  EXPECT_TRUE(lock.closed_for_rseq());
+  ASSERT_TRUE(lock.try_lock());
+  lock.unlock();
+  lock.lock();
+  lock.UnlockInForkChild();
+  EXPECT_FALSE(lock.is_locked());
+  EXPECT_TRUE(lock.closed_for_rseq());
+  // The byte rseq commits check stays nonzero.
+  EXPECT_NE(*static_cast<const volatile uint8_t*>(lock.address()), 0);
+}
+
 TEST(TryLockTest, ManyWaitersAllGetTheLockInTurn) {
   TryLock lock;
   constexpr int kThreads = 6;

@@ -10,13 +10,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 
 #include "port/cpu.h"
 
 namespace umemcg::internal {
-
-uint8_t rseq_commits_off = 0;
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
 static_assert(RSEQ_SIG == 0x53053053, "the abort signature in rseq.h");
@@ -25,12 +22,9 @@ ptrdiff_t rseq_area_offset = 0;
 
 namespace {
 
-// Set (release) once the hand-over after switching commits off finished;
-// RseqExclude may return at once only then (acquire).
-std::atomic<bool> handover_done{false};
-// Serializes the switch: a second failing fence waits for the first
-// hand-over instead of starting its own.
-constinit std::mutex switch_mu;
+// Set once a fence failed for good (relaxed: a hint for new controllers;
+// correctness rests on each lock's closed bit).
+std::atomic<bool> fence_failed{false};
 
 long Membarrier(int cmd, unsigned flags, int cpu) {
   return syscall(__NR_membarrier, cmd, flags, cpu);
@@ -56,42 +50,28 @@ void SleepMs(int ms) {
   }
 }
 
-// Makes sure no critical section that passed the rseq_commits_off check
-// before it was set is still in flight on any CPU (the fallback contract
-// in rseq.h).
-void HandOver() {
+// The fence by other means: after this, no section that was in flight on
+// `cpu` when the call began is still in flight (the fallback contract in
+// rseq.h).
+void ExcludeWithoutMembarrier(uint32_t cpu) {
   cpu_set_t original;
-  if (sched_getaffinity(0, sizeof(original), &original) != 0) {
-    return SleepMs(kRseqGraceMs);
-  }
-  bool visited_all = true;
-  for (int cpu : PossibleCpus()) {
-    if (cpu >= CPU_SETSIZE) {
-      visited_all = false;
-      continue;
-    }
+  if (sched_getaffinity(0, sizeof(original), &original) == 0 &&
+      cpu < CPU_SETSIZE) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) == 0) continue;
-    // EINVAL: not in this process's cpuset, or offline: no thread of the
-    // process runs there. Anything else (EPERM from a filter): cannot
-    // visit, fall back to waiting.
-    if (errno != EINVAL) visited_all = false;
+    // Returns once this thread runs on `cpu` (the kernel migrates it
+    // first): whatever ran there was preempted.
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) {
+      (void)sched_setaffinity(0, sizeof(original), &original);
+      return;
+    }
+    // Not in this process's cpuset, or offline: no thread of the process
+    // runs there.
+    if (errno == EINVAL) return;
   }
-  (void)sched_setaffinity(0, sizeof(original), &original);
-  if (!visited_all) SleepMs(kRseqGraceMs);
-}
-
-// A fence failed for good: switch commits off and hand over.
-void SwitchOff() {
-  std::lock_guard<std::mutex> lock(switch_mu);
-  if (handover_done.load(std::memory_order_relaxed)) return;
-  // A plain byte read by the assembly: the release fence orders it before
-  // the hand-over's migrations (each a full barrier through the kernel).
-  __atomic_store_n(&rseq_commits_off, 1, __ATOMIC_RELEASE);
-  HandOver();
-  handover_done.store(true, std::memory_order_release);
+  // Denied (a filter): a section runs a few instructions unpreempted.
+  SleepMs(kRseqGraceMs);
 }
 
 }  // namespace
@@ -100,16 +80,15 @@ bool RseqCommitAvailable() {
   // Registration is process-wide and idempotent; done once.
   static const bool fence = RegisterRseqFence();
   return fence && RseqAvailable() &&
-         __atomic_load_n(&rseq_commits_off, __ATOMIC_ACQUIRE) == 0;
+         !fence_failed.load(std::memory_order_relaxed);
 }
 
-bool RseqCommitsSwitchedOff() {
-  return handover_done.load(std::memory_order_acquire);
-}
+bool RseqFenceFailed() { return fence_failed.load(std::memory_order_relaxed); }
 
-void RseqExclude(uint32_t cpu) {
-  // Acquire: pairs with the release at the end of the hand-over.
-  if (handover_done.load(std::memory_order_acquire)) return;
+void RseqExclude(uint32_t cpu, TryLock& held) {
+  // Closed by an earlier holder, whose exclusion of in-flight sections
+  // this one inherits: no commit guarded by `held` can succeed any more.
+  if (held.closed_for_rseq()) return;
   if (RseqCpuId() == cpu) return;  // the sections on `cpu` were preempted
   bool registered_again = false;
   for (;;) {
@@ -119,8 +98,8 @@ void RseqExclude(uint32_t cpu) {
     }
     if (errno == EINTR || errno == EAGAIN) continue;
     // EPERM also means "not registered": a fork child on a kernel whose
-    // children do not inherit the registration (this process's children
-    // do on Linux 6.x; registering again is idempotent).
+    // children do not inherit the registration (they do on Linux 6.x;
+    // registering again is idempotent).
     if (errno == EPERM && !registered_again) {
       registered_again = true;
       if (Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) ==
@@ -128,15 +107,21 @@ void RseqExclude(uint32_t cpu) {
         continue;
       }
     }
-    return SwitchOff();
+    break;
   }
+  // Failed for good: close `held` (new sections see it), then wait out
+  // those that passed its check before (the system calls below order the
+  // close before them).
+  fence_failed.store(true, std::memory_order_relaxed);
+  held.CloseForRseq();
+  ExcludeWithoutMembarrier(cpu);
 }
 
 #else
 
 bool RseqCommitAvailable() { return false; }
-bool RseqCommitsSwitchedOff() { return false; }
-void RseqExclude(uint32_t) {}
+bool RseqFenceFailed() { return false; }
+void RseqExclude(uint32_t, TryLock&) {}
 
 #endif
 

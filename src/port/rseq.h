@@ -21,25 +21,29 @@
 // Fallback contract (every rseq user inherits it). RseqExclude fences with
 // membarrier(2). If a fence fails for good at any time (a seccomp filter
 // installed after start-up denies membarrier, a kernel that refuses it),
-// RseqExclude does not return an error and never aborts: it switches rseq
-// commits off for the whole process, for good, and returns only after a
-// hand-over that makes sure no critical section that started before the
-// switch is still in flight anywhere. From then on every RseqCompareStore
-// returns kMismatch (the switch is checked inside the critical section, so
-// a section preempted across the switch restarts and sees it), callers
-// take their locked paths, and RseqExclude returns at once: with no
-// commits, the locks alone exclude. Any new rseq primitive must check
-// rseq_commits_off inside its critical section the same way.
+// RseqExclude neither fails nor aborts. It closes the lock its caller
+// holds to rseq commits for good (TryLock::CloseForRseq sets a second bit
+// in the very byte every critical section checks for zero), then makes
+// sure no section that passed that check before is still in flight on the
+// lock's CPU: it runs the calling thread on that CPU once
+// (sched_setaffinity; a section cannot survive its CPU running another
+// thread, preemption restarts it). From then on every commit guarded by
+// that lock fails, its users take their locked paths, and later holders
+// need no fence (RseqExclude returns at once for a closed lock). So each
+// shard switches to its locked paths for good the first time a remote
+// holder cannot fence it; no hot-path instruction is added for this.
+// A CPU the thread may not run on (outside the process's cpuset, or
+// offline) runs no thread of this process either. If changing the
+// affinity is denied too, RseqExclude waits kRseqGraceMs instead: a
+// section is a few instructions run without preemption, so only a stall
+// the kernel cannot see (a hypervisor descheduling the virtual CPU inside
+// those instructions for longer than that) could outlast it (see
+// docs/design.md). Controllers created after a fence failed do not use
+// rseq commits at all (RseqCommitAvailable() is false).
 //
-// The hand-over runs the calling thread on each allowed CPU in turn
-// (sched_setaffinity): once it runs on CPU k, whatever ran there before
-// was preempted, and a preempted section restarts. A CPU this thread may
-// not run on (outside the process's cpuset, or offline) runs no thread of
-// this process either. If changing the affinity is denied too, the
-// hand-over waits kRseqGraceMs instead: a section is a few instructions
-// run without preemption, so only a stall the kernel cannot see (a
-// hypervisor descheduling the virtual CPU mid-section for longer than
-// that) could outlast it (documented in docs/design.md).
+// Any new rseq user inherits this by checking its TryLock's byte for zero
+// inside its critical section and fencing through RseqExclude with that
+// lock held (TryLockShard / LockShard below).
 //
 // Available on x86-64 with glibc's rseq registration and membarrier(2)
 // RSEQ fences (Linux 5.10+). Never under ThreadSanitizer, which cannot see
@@ -54,6 +58,7 @@
 #include <cstdint>
 
 #include "port/cpu.h"
+#include "port/try_lock.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
@@ -80,18 +85,14 @@ enum class RseqResult : uint8_t {
 
 // True when RseqCompareStore and RseqExclude work in this process: built
 // for it, rseq registered by glibc for this thread, membarrier's RSEQ
-// fence registered (done once, on the first call) and commits not
-// switched off (see the fallback contract above).
+// fence registered (done once, on the first call), and no fence failed
+// since (see the fallback contract above).
 bool RseqCommitAvailable();
 
-// Nonzero once rseq commits are switched off for the process (set once,
-// never cleared). Read inside every critical section; hidden, so that the
-// assembly reaches it %rip-relative from a shared library too.
-extern uint8_t rseq_commits_off __attribute__((visibility("hidden")));
-// The hand-over's wait when the calling thread cannot visit each CPU.
+// RseqExclude's wait when the calling thread cannot run on the CPU.
 inline constexpr int kRseqGraceMs = 50;
-// True once commits are off and the hand-over finished (tests).
-bool RseqCommitsSwitchedOff();
+// True once a fence failed for good in this process (tests).
+bool RseqFenceFailed();
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
@@ -145,8 +146,6 @@ inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
       "1:\n\t"
       "cmpl %[cpu], %[cpu_id]\n\t"
       "jnz %l[aborted]\n\t"
-      "cmpb $0, %[off]\n\t"
-      "jnz %l[mismatch]\n\t"
       "cmpb $0, %[lock]\n\t"
       "jnz %l[mismatch]\n\t"
       "cmpq %[expected_owner], %[owner]\n\t"
@@ -163,8 +162,7 @@ inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
       ".popsection\n\t"
       :
       : [rseq_cs] "m"(area->rseq_cs), [cpu_id] "m"(area->cpu_id),
-        [cpu] "r"(cpu), [off] "m"(rseq_commits_off),
-        [lock] "m"(*static_cast<const uint8_t*>(lock)),
+        [cpu] "r"(cpu), [lock] "m"(*static_cast<const uint8_t*>(lock)),
         [owner] "m"(*static_cast<const uint64_t*>(owner)),
         [expected_owner] "r"(reinterpret_cast<uint64_t>(expected_owner)),
         [word] "m"(*word), [expected] "r"(expected), [desired] "r"(desired)
@@ -179,14 +177,15 @@ mismatch:
 #endif
 
 // Waits until no rseq critical section of this process that started
-// before the call is still in flight on CPU `cpu` (membarrier(2)
-// MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ with MEMBARRIER_CMD_FLAG_CPU; the
-// kernel restarts such a section). Costs a system call and at most one
-// inter-processor interrupt. A no-op when the calling thread runs on `cpu`
-// or commits are off. When the fence fails for good, switches commits off
-// (see the fallback contract above); never fails, never aborts.
-// REQUIRES: RseqCommitAvailable() was true once.
-void RseqExclude(uint32_t cpu);
+// before the call and checks `held` is still in flight on CPU `cpu`
+// (membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ with
+// MEMBARRIER_CMD_FLAG_CPU; the kernel restarts such a section). Costs a
+// system call and at most one inter-processor interrupt. A no-op when the
+// calling thread runs on `cpu` or `held` is closed to rseq. When the fence
+// fails for good, closes `held` instead (see the fallback contract above);
+// never fails, never aborts. REQUIRES: the caller holds `held`, the lock
+// its sections on `cpu` check; RseqCommitAvailable() was true once.
+void RseqExclude(uint32_t cpu, TryLock& held);
 
 // The locked paths of a per-CPU structure whose hits commit through rseq:
 // the shard's TryLock, then (when `fenced`) RseqExclude of its CPU, so no
@@ -195,13 +194,13 @@ void RseqExclude(uint32_t cpu);
 template <typename Shards>
 int TryLockShard(Shards& shards, int k, bool fenced) {
   if (!shards[k].lock.try_lock()) return -1;
-  if (fenced) RseqExclude(static_cast<uint32_t>(k));
+  if (fenced) RseqExclude(static_cast<uint32_t>(k), shards[k].lock);
   return k;
 }
 template <typename Shards>
 void LockShard(Shards& shards, int k, bool fenced) {
   shards[k].lock.lock();
-  if (fenced) RseqExclude(static_cast<uint32_t>(k));
+  if (fenced) RseqExclude(static_cast<uint32_t>(k), shards[k].lock);
 }
 
 }  // namespace umemcg::internal

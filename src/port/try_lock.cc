@@ -35,7 +35,9 @@ void TryLock::LockSlow() {
   while (!TryAcquire()) {
     // Private futex: the word never leaves this process. Returns on a wake,
     // a mismatch (EAGAIN: unlocked meanwhile), a signal or the bound.
-    Futex(&word_, FUTEX_WAIT_PRIVATE, 1, &bound);
+    const uint32_t seen = word_.load(std::memory_order_relaxed);
+    if ((seen & kLocked) == 0) continue;
+    Futex(&word_, FUTEX_WAIT_PRIVATE, seen, &bound);
   }
   waiters_.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -25,8 +25,9 @@
 // (kMaxSleep) and then the lock is tried again. Lost wake-ups cost at most
 // that bound, never liveness.
 //
-// Layout: the word's low byte is the lock flag (0 = free) that the rseq
-// commits check (address(), port/rseq.h); x86-64 is little-endian.
+// Layout: the word's low byte is what the rseq commits check for zero
+// (address(), port/rseq.h; x86-64 is little-endian): bit 0 is the lock,
+// bit 1 closes the lock to rseq commits for good (CloseForRseq).
 //
 // Thread safety: usable from any thread; not recursive.
 
@@ -70,38 +71,62 @@ class TryLock {
     if (!TryAcquire()) LockSlow();
   }
   void unlock() {
-    word_.store(0, std::memory_order_release);
+    // Only the holder changes the word's other bits (CloseForRseq), so its
+    // own relaxed read is current; a plain store, no read-modify-write.
+    word_.store(word_.load(std::memory_order_relaxed) & ~kLocked,
+                std::memory_order_release);
     // Relaxed: a hint; a waiter this misses sleeps at most kMaxSleepNs
     // (see the file comment). Same cache line as the word just written.
     if (waiters_.load(std::memory_order_relaxed) != 0) Wake();
   }
   bool is_locked() const {
     // Relaxed: a snapshot (tests, invariant checks).
-    return word_.load(std::memory_order_relaxed) != 0;
+    return (word_.load(std::memory_order_relaxed) & kLocked) != 0;
   }
-  // The lock byte (0 = free), for code that checks it without the C++
-  // memory model (port/rseq.h).
+  // The lock byte (0 = free and open to rseq commits), for code that
+  // checks it without the C++ memory model (port/rseq.h).
   const void* address() const { return &word_; }
+
+  // rseq commits check the lock byte for zero. Closing the lock sets a
+  // second bit there for good, so every commit guarded by this lock fails
+  // from then on and its users take their locked paths (port/rseq.h,
+  // RseqExclude's fallback). REQUIRES: held by the caller.
+  void CloseForRseq() {
+    // Relaxed: the caller's fence or wait that follows orders it (a
+    // system call; see RseqExclude).
+    word_.store(word_.load(std::memory_order_relaxed) | kRseqClosed,
+                std::memory_order_relaxed);
+  }
+  bool closed_for_rseq() const {
+    // Relaxed: set once by a holder; read by later holders, whose acquire
+    // of the lock ordered it.
+    return (word_.load(std::memory_order_relaxed) & kRseqClosed) != 0;
+  }
 
   // In the child of fork() (port/fork.h), by the thread that locked it in
   // the prepare handler: unlocks and forgets waiters, which were threads
   // of the parent.
   void UnlockInForkChild() {
     waiters_.store(0, std::memory_order_relaxed);
-    word_.store(0, std::memory_order_release);
+    word_.store(word_.load(std::memory_order_relaxed) & ~kLocked,
+                std::memory_order_release);
   }
 
  private:
+  static constexpr uint32_t kLocked = 1;
+  static constexpr uint32_t kRseqClosed = 2;
+
   bool TryAcquire() {
-    // Test before exchange: a failed attempt then costs a shared read, not
-    // a cache-line steal from the holder.
-    return word_.load(std::memory_order_relaxed) == 0 &&
-           word_.exchange(1, std::memory_order_acquire) == 0;
+    // Test before the read-modify-write: a failed attempt then costs a
+    // shared read, not a cache-line steal from the holder. One bit set
+    // atomically (lock bts): the closed bit survives.
+    return (word_.load(std::memory_order_relaxed) & kLocked) == 0 &&
+           (word_.fetch_or(kLocked, std::memory_order_acquire) & kLocked) == 0;
   }
   void LockSlow();
   void Wake();
 
-  std::atomic<uint32_t> word_{0};     // 0 free, 1 locked
+  std::atomic<uint32_t> word_{0};     // kLocked | kRseqClosed
   std::atomic<uint32_t> waiters_{0};  // threads in LockSlow's sleep loop
   static_assert(sizeof(std::atomic<uint32_t>) == 4);
 };
