@@ -72,7 +72,7 @@ struct Tenant {
     if (!c.ok()) Die("cannot create the controller");
     ctrl = std::move(c).value();
     group = ctrl->CreateGroup(ctrl->root(), "tenant").value();
-    objcg = ObjCgroupRef(group->objcg());
+    objcg = group->GetObjCgroup();
   }
   ~Tenant() {
     objcg.reset();

@@ -58,6 +58,9 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   ExternalVerdict external = ExternalVerdict::kGranted;
   ExternalVerdict over_verdict = ExternalVerdict::kGranted;  // for `over`
   int blocking_asks = 3;
+  auto covered = [&] {
+    return drained != nullptr && over->IsDescendantOf(*drained);
+  };
 
   for (;;) {  // kernel label: retry
     if (!first && stock.Consume(g, n)) return {};
@@ -90,26 +93,37 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
 
     RaiseEvent(over, MemoryEvent::kMax);
     raised_max = true;
+    bool give_up = false;
     {
       const uint64_t reclaimed = ReclaimSubtree(over, n);
       if (ExternalLimits::Margin(over) >= n) continue;
       // Pages cached in other CPUs' stocks count against the limit: give
       // back those of the refusing level's subtree (once per level) before
-      // trying harder.
-      if (drained == nullptr || !over->IsDescendantOf(*drained)) {
-        ctrl.DrainAllStocks(*over);
+      // trying harder. Kernel: drain_all_stock(), which does nothing while
+      // another drain runs (a try-lock); this charger then goes on without
+      // draining, and drains (or waits for a drain) only before it would
+      // fail or invoke OOM handling, below.
+      if (!covered() && TryDrainAllStocks(ctrl, *over)) {
         drained = over;
         continue;
       }
-      if (HasFlag(flags, ChargeFlags::kNoRetry)) goto nomem;
-      // Small charges retry as long as reclaim makes progress.
-      if (reclaimed > 0 && n <= kCostlyPages &&
-          ++progress_rounds <= kMaxProgressRounds) {
+      if (HasFlag(flags, ChargeFlags::kNoRetry)) {
+        give_up = true;
+      } else if (reclaimed > 0 && n <= kCostlyPages &&
+                 ++progress_rounds <= kMaxProgressRounds) {
+        // Small charges retry as long as reclaim makes progress.
         continue;
       }
     }
-    if (retries-- > 0) continue;
-    if (HasFlag(flags, ChargeFlags::kRetryMayFail)) goto nomem;
+    if (!give_up && retries-- > 0) continue;
+    // Past here the charge fails or OOM handling runs: not before a drain
+    // of the refusing level that started after this charger wanted one.
+    if (!covered()) {
+      ctrl.DrainAllStocks(*over);
+      drained = over;
+      continue;
+    }
+    if (give_up || HasFlag(flags, ChargeFlags::kRetryMayFail)) goto nomem;
     // An unreachable limit owner is not an out-of-memory condition.
     if (over_verdict == ExternalVerdict::kUnavailable) goto nomem;
     if (progress_rounds <= kMaxProgressRounds && Oom(over, n)) {
@@ -199,13 +213,19 @@ bool IsPageItem(const Group& g, StatItem item) {
          g.controller().StatItemName(item) != nullptr;
 }
 
-// Statistics of a removed group were folded into its parent at removal and
-// it refuses updates: an uncharge's -n goes to the nearest online ancestor,
-// which keeps every hierarchical value right.
-void UnaccountStat(Group* g, StatItem item, uint64_t n) {
-  if (n == 0 || g->is_root() || !IsPageItem(*g, item)) return;
-  while (!g->online() && !g->parent()->is_root()) g = g->parent();
-  if (g->online()) g->ModState(item, -static_cast<int64_t>(n));
+// A page charge's statistic goes to the charged group or, once that group
+// was removed, to its nearest online ancestor (the root included): where
+// the removal moved the group's statistics. The charge's +n and the
+// uncharge's -n follow the same rule, so a charge completing after its
+// group went offline, or an uncharge after removal at any level, leaves
+// every hierarchical value balanced (the object path does the same,
+// ObjStock::ApplyStat). An update that passes ModState's online check just
+// before the removal lands in the group's per-CPU counters and is folded
+// into the parent by the next flush covering it.
+void AccountStat(Group* g, StatItem item, int64_t delta) {
+  for (Group* m = g; m != nullptr; m = m->parent()) {
+    if (m->ModState(item, delta)) return;
+  }
 }
 
 }  // namespace
@@ -219,19 +239,23 @@ ChargeResult Group::TryCharge(Pages n, ChargeFlags flags, StatItem item) {
   ChargeResult r = TryCharge(n, flags);
   // The root's charges are not accounted, and neither are its stats.
   if (r.ok() && n.raw() != 0 && !is_root()) {
-    ModState(item, static_cast<int64_t>(n.raw()));
+    AccountStat(this, item, static_cast<int64_t>(n.raw()));
   }
   return r;
 }
 
 void Group::Uncharge(Pages n, StatItem item) {
   Uncharge(n);
-  UnaccountStat(this, item, n.raw());
+  if (n.raw() != 0 && !is_root() && IsPageItem(*this, item)) {
+    AccountStat(this, item, -static_cast<int64_t>(n.raw()));
+  }
 }
 
 void Group::UnchargeDirect(Pages n, StatItem item) {
   UnchargeDirect(n);
-  UnaccountStat(this, item, n.raw());
+  if (n.raw() != 0 && !is_root() && IsPageItem(*this, item)) {
+    AccountStat(this, item, -static_cast<int64_t>(n.raw()));
+  }
 }
 
 }  // namespace umemcg

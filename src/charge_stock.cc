@@ -38,6 +38,8 @@ void ChargeStock::UnchargeDirect(Group* group, uint64_t n) {
 }
 
 void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
+  // A drained slot may find an underflow: reported after the unlock below.
+  DeferReports defer;
   // Read under the lock: RemoveGroup clears online_ before its DrainAll
   // takes this lock, so either that drain sees the pages we add here, or
   // we see the group offline and do not cache it.
@@ -74,6 +76,8 @@ void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
 
 void ChargeStock::DrainAll(const Group* subtree) {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    // Underflows found below reach the error hook after the unlock.
+    DeferReports defer;
     StockShard& s = shards_[cpu];
     LockShard(cpu);
     for (int i = 0; i < slots_; ++i) {

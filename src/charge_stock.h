@@ -150,6 +150,9 @@ class ChargeStock {
   // Pages cached for `group` over all shards.
   uint64_t Stocked(const Group* group) const;
 
+  // Shard k's lock (tests, fork handling).
+  TryLock& ShardLock(int k) { return shards_[k].lock; }
+
  private:
   // This CPU's shard locked (port/rseq.h), or -1 when it is busy.
   int TryLockCurrent() {

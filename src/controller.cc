@@ -28,6 +28,7 @@
 #include "controller_impl.h"
 #include "obj_stock.h"
 #include "rstat.h"
+#include "stock_drainer.h"
 #include "umemcg/obj_cgroup.h"
 
 namespace umemcg {
@@ -113,7 +114,12 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);
   ctrl->live_groups_.fetch_add(1, std::memory_order_relaxed);
   ctrl->CreateObjCgroup(ctrl->root_);
+  ctrl->drainer_ = std::make_unique<internal::StockDrainer>(ctrl.get());
   ctrl->rstat_->StartFlusher(ctrl->root_->stats_);
+  // Last: the fork handlers may use everything above from now on.
+  ctrl->fork_handler_ =
+      std::make_unique<internal::ControllerForkHandler>(ctrl.get());
+  internal::RegisterForFork(ctrl->fork_handler_.get());
   return ctrl;
 }
 
@@ -128,6 +134,8 @@ Controller::Controller(ControllerOptions options, ControllerInfo info)
 }
 
 Controller::~Controller() {
+  // First: no fork may take this controller's locks while it goes away.
+  internal::UnregisterForFork(fork_handler_.get());
   // Observers (mounts, servers) stop using the controller first.
   if (auto observers = observers_.exchange(nullptr)) {
     for (const auto& o : *observers) o->OnControllerDestroy();
@@ -179,10 +187,81 @@ void Controller::RemoveObserver(const ControllerObserver* observer) {
   observers_.store(list->empty() ? nullptr : std::move(list));
 }
 
+namespace internal {
+
+// The calling thread's deferred error reports (DeferReports).
+struct PendingReport {
+  Controller* ctrl = nullptr;
+  const char* what = nullptr;
+  Group* group = nullptr;  // holds a reference; null: several groups, summed
+  uint64_t pages = 0;
+};
+struct ReportQueue {
+  int depth = 0;
+  int n = 0;
+  PendingReport entries[kMaxDeferredReports];
+};
+constinit thread_local ReportQueue tls_reports;
+
+DeferReports::DeferReports() { ++tls_reports.depth; }
+
+DeferReports::~DeferReports() {
+  if (--tls_reports.depth == 0 && tls_reports.n != 0) {
+    ControllerImpl::DeliverDeferredReports();
+  }
+}
+
+void ControllerImpl::DeliverDeferredReports() {
+  ReportQueue& q = tls_reports;
+  while (q.n != 0) {
+    // Copied out first: a hook may raise reports itself (delivered at
+    // once, at depth 0) or open scopes that queue and deliver more.
+    PendingReport batch[kMaxDeferredReports];
+    const int n = q.n;
+    for (int i = 0; i < n; ++i) batch[i] = q.entries[i];
+    q.n = 0;
+    for (int i = 0; i < n; ++i) {
+      PendingReport& r = batch[i];
+      r.ctrl->Deliver(r.what, r.group, Pages(r.pages));
+      // May queue the group for Reap; never frees it here.
+      if (r.group != nullptr) r.group->Put();
+    }
+  }
+}
+
+}  // namespace internal
+
 void Controller::Report(const char* what, const Group* group, Pages pages) {
   if (std::string_view(what) == "underflow") {
     underflows_.fetch_add(1, std::memory_order_relaxed);
   }
+  internal::ReportQueue& q = internal::tls_reports;
+  if (q.depth == 0) return Deliver(what, group, pages);
+  // Under a lock: queue (see DeferReports). The caller holds `group`, so a
+  // reference can be taken; it keeps the group for the hook.
+  auto* g = const_cast<Group*>(group);
+  auto same = [&](const internal::PendingReport& r, const Group* rg) {
+    return r.ctrl == this && std::string_view(r.what) == what && r.group == rg;
+  };
+  for (int i = 0; i < q.n; ++i) {
+    if (same(q.entries[i], g)) {
+      q.entries[i].pages += pages.raw();
+      return;
+    }
+  }
+  if (q.n < internal::kMaxDeferredReports - 1) {
+    if (g != nullptr) g->Get();
+    q.entries[q.n++] = {this, what, g, pages.raw()};
+    return;
+  }
+  // The last entry sums whatever does not fit, with no group.
+  if (q.n == internal::kMaxDeferredReports - 1) {
+    q.entries[q.n++] = {this, what, nullptr, 0};
+  }
+  q.entries[q.n - 1].pages += pages.raw();
+}
+
+void Controller::Deliver(const char* what, const Group* group, Pages pages) {
   if (options_.error_hook) {
     ErrorReport report;
     report.what = what;
@@ -241,7 +320,8 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
     internal::ObjStock::UnchargePages(g, pages, /*via_stock=*/false);
   }
   if ((pool & (kPageSize - 1)) != 0) {
-    Report("objcg_partial_page", g, Pages(pages));
+    // Now, not deferred: Reap may free `g` right after.
+    Deliver("objcg_partial_page", g, Pages(pages));
   }
   {
     std::lock_guard<std::mutex> lock(objcg_mu_);
@@ -280,7 +360,7 @@ void Controller::Reap() {
                            : 0);
       if (left.raw() > 0) {
         if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
-        Report("leak", g, left);
+        Deliver("leak", g, left);  // now: g is freed below
       }
       // Deltas that reached the group's per-CPU counters after its
       // removal flush (an update racing with RemoveGroup) go to the
@@ -317,7 +397,7 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
   }
   GroupRef ref;
   {
-    std::unique_lock<std::shared_mutex> lock(tree_mu_);
+    internal::TreeWriteLock lock(*this);
     if (!parent.online()) {
       return Status(StatusCode::kFailedPrecondition, "parent was removed");
     }
@@ -363,7 +443,7 @@ Status Controller::RemoveGroup(Group& group) {
   }
   ObjCgroup* own_objcg = nullptr;
   {
-    std::unique_lock<std::shared_mutex> lock(tree_mu_);
+    internal::TreeWriteLock lock(*this);
     if (!group.online()) {
       return Status(StatusCode::kFailedPrecondition, "group already removed");
     }
@@ -456,21 +536,41 @@ Status Controller::CheckInvariants() {
   return Status::Ok();
 }
 
-void Controller::DrainAllStocks(Group& subtree) {
+void Controller::DrainAllStocks(Group& subtree) { drainer_->Drain(subtree); }
+
+namespace internal {
+
+void ControllerImpl::DrainStocksNow(Controller& c, Group& subtree) {
   // Objects first: draining them returns pages to the counters directly.
-  obj_stock_->DrainAll(&subtree);
+  c.obj_stock_->DrainAll(&subtree);
   {
     // Whole pages that reached a pool without a slot drain (the try-lock
-    // fallback, the shared-pool variant) go back too.
-    std::lock_guard<std::mutex> lock(objcg_mu_);
-    for (ObjCgroup* o : objcgs_) {
+    // fallback, the shared-pool variant) go back too. Reports wait for
+    // objcg_mu_'s release.
+    DeferReports defer;
+    std::lock_guard<std::mutex> lock(c.objcg_mu_);
+    for (ObjCgroup* o : c.objcgs_) {
       if (o->group()->IsDescendantOf(subtree)) {
         internal::ObjStock::ReturnPoolPages(o);
       }
     }
   }
-  stock_->DrainAll(&subtree);
+  c.stock_->DrainAll(&subtree);
 }
+
+bool ControllerImpl::TryDrainAllStocks(Controller& c, Group& subtree) {
+  return c.drainer_->TryDrain(subtree);
+}
+
+uint64_t ControllerImpl::StockDrains(const Controller& c) {
+  return c.drainer_->drains();
+}
+
+int ControllerImpl::ThreadsInStockDrain(const Controller& c) {
+  return c.drainer_->threads_inside();
+}
+
+}  // namespace internal
 
 void Controller::SetOomHandler(OomHandler handler) {
   oom_handler_.store(

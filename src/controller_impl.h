@@ -18,11 +18,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <shared_mutex>
 
+#include "port/fork.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
 namespace umemcg::internal {
+
+class ChargeStock;
+class ObjStock;
 
 inline constexpr int kMaxReclaimRetries = 16;  // MAX_RECLAIM_RETRIES
 // 1 << PAGE_ALLOC_COSTLY_ORDER: larger charges never invoke OOM handling
@@ -57,6 +63,25 @@ struct ThreadChargeState {
 };
 extern constinit thread_local ThreadChargeState tls_charge;
 
+// While one is alive on a thread, the error reports it raises (underflows
+// found by a drain, ...) are queued instead of calling the error hook, and
+// the outermost one delivers them when it ends. Every section holding a
+// stock shard lock or objcg_mu_ is inside one, and a scope ends only after
+// its locks were released, so the hook never runs under them (it may
+// drain, remove groups or set limits). The queue holds a reference on each
+// reported group until delivery; it never allocates (kMaxDeferredReports
+// distinct (controller, what, group) entries, same ones merged by adding
+// pages; past that, reports merge into one per (controller, what) with a
+// null group).
+class DeferReports {
+ public:
+  DeferReports();
+  ~DeferReports();
+  DeferReports(const DeferReports&) = delete;
+  DeferReports& operator=(const DeferReports&) = delete;
+};
+inline constexpr int kMaxDeferredReports = 16;
+
 // Increments a ThreadChargeState depth for the scope's lifetime.
 class DepthScope {
  public:
@@ -84,8 +109,9 @@ class ControllerImpl {
   // page_counter_uncharge + underflow reporting.
   static void UnchargeCounters(Group* g, uint64_t n);
 
-  // memcg_memory_event(): local, then hierarchical up to (not incl.) root.
-  static void RaiseEvent(Group* g, MemoryEvent event);
+  // memcg_memory_event(): local, then hierarchical up to (not incl.) root;
+  // `count` occurrences at once (one callback per level).
+  static void RaiseEvent(Group* g, MemoryEvent event, uint64_t count = 1);
 
   // try_to_free_mem_cgroup_pages(): asks the subtree's reclaimers for `n`
   // pages, honouring effective min/low. Returns pages reclaimed.
@@ -111,6 +137,73 @@ class ControllerImpl {
 
   static Controller& Ctrl(const Group* g) { return *g->controller_; }
   static PageCounter& Memory(Group* g) { return g->memory_; }
+
+  // Drains every stock for `subtree` now (the body of DrainAllStocks, run
+  // by the StockDrainer); TryDrainAllStocks: unless a drain is running.
+  static void DrainStocksNow(Controller& c, Group& subtree);
+  static bool TryDrainAllStocks(Controller& c, Group& subtree);
+
+  // Gives the reports DeferReports queued on this thread to the hooks.
+  static void DeliverDeferredReports();
+
+  // Tests: the controller's stocks and its drain counters.
+  static ChargeStock& StockOf(Controller& c) { return *c.stock_; }
+  static ObjStock& ObjStockOf(Controller& c) { return *c.obj_stock_; }
+  static uint64_t StockDrains(const Controller& c);
+  static int ThreadsInStockDrain(const Controller& c);
+};
+
+// The tree lock held exclusively, and the fork guard (tree_fork_mu_) for
+// the whole section: every change of the tree is made under both, so the
+// fork handler, which takes only the guard, never forks in the middle of
+// one (see ControllerForkHandler).
+struct TreeWriteLock {
+  explicit TreeWriteLock(Controller& c)
+      : tree(c.tree_mu_), fork_guard(c.tree_fork_mu_) {}
+  std::unique_lock<std::shared_mutex> tree;
+  std::lock_guard<std::mutex> fork_guard;
+};
+
+// A controller's fork handlers (port/fork.h), registered from Create until
+// destruction. Which locks are taken before fork and which are reset in
+// the child, and why:
+//
+//  Taken in PrepareFork, released after fork in both processes, in this
+//  order (the order every code path nests them in, so prepare cannot
+//  deadlock with a thread that holds some and waits for another):
+//    tree_fork_mu_            writers' sections: short, no callbacks
+//    the drainer's mutex      bookkeeping only
+//    objcg_mu_, observers_mu_, peaks_mu_   short list and peak updates
+//    object stock shard locks, page stock shard locks   a few
+//                             instructions each, never block
+//    the statistics flush mutex, then the statistics shard locks (Rstat)
+//  None is held while application code runs (error reports are deferred
+//  past them), so the wait is always short, and the child finds no
+//  section of theirs half done. No membarrier fence is needed: an rseq
+//  commit is one store, whole in the child or absent.
+//
+//  Reset in ChildAfterFork, and re-taken for the forking thread's own
+//  holds (HeldAcrossCallback records):
+//    tree_mu_   held shared by reclaim walks while reclaimers run, and
+//               those may block on anything, the forking thread included;
+//               what it guards changes only under tree_fork_mu_, so it is
+//               consistent in the child
+//    oom_mu_    held while the OOM handler runs, for the same reason; it
+//               guards no data
+//
+//  Also in the child: the stats flusher thread is gone (Rstat restarts it
+//  on the child's first flush), and the drainer forgets drains of threads
+//  the child does not have.
+class ControllerForkHandler final : public ForkParticipant {
+ public:
+  explicit ControllerForkHandler(Controller* ctrl) : ctrl_(ctrl) {}
+  void PrepareFork() override;
+  void ParentAfterFork() override;
+  void ChildAfterFork() override;
+
+ private:
+  void Release(bool child);
+  Controller* const ctrl_;
 };
 
 }  // namespace umemcg::internal

@@ -81,14 +81,15 @@ std::vector<std::string> Group::ChildNames() const {
 
 // ---- Events ----
 
-void internal::ControllerImpl::RaiseEvent(Group* g, MemoryEvent event) {
+void internal::ControllerImpl::RaiseEvent(Group* g, MemoryEvent event,
+                                          uint64_t count) {
   const int e = static_cast<int>(event);
-  g->events_local_[e].fetch_add(1, std::memory_order_relaxed);
+  g->events_local_[e].fetch_add(count, std::memory_order_relaxed);
   if (auto cb = g->event_callback_.load(); cb && *cb) (*cb)(*g, event, true);
   const bool local_only = g->controller_->info().local_events;
   // Hierarchical counts stop below the root.
   for (Group* m = g; m != nullptr && !m->is_root(); m = m->parent_) {
-    m->events_[e].fetch_add(1, std::memory_order_relaxed);
+    m->events_[e].fetch_add(count, std::memory_order_relaxed);
     if (auto cb = m->event_callback_.load(); cb && *cb) {
       (*cb)(*m, event, false);
     }
@@ -242,7 +243,7 @@ Status Group::AddReclaimer(Reclaimer* reclaimer) {
   if (tls_charge.in_tree_walk > 0) {
     return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
   }
-  std::unique_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  internal::TreeWriteLock lock(*controller_);
   if (std::find(reclaimers_.begin(), reclaimers_.end(), reclaimer) !=
       reclaimers_.end()) {
     return Status(StatusCode::kAlreadyExists, "reclaimer already registered");
@@ -257,7 +258,7 @@ Status Group::RemoveReclaimer(Reclaimer* reclaimer) {
   }
   // The exclusive lock waits for running walks: afterwards no thread is
   // inside `reclaimer`.
-  std::unique_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  internal::TreeWriteLock lock(*controller_);
   auto it = std::find(reclaimers_.begin(), reclaimers_.end(), reclaimer);
   if (it == reclaimers_.end()) {
     return Status(StatusCode::kNotFound, "reclaimer not registered");

@@ -128,7 +128,14 @@ void ObjStock::FlushKmemLocked(ObjStockShard& s) {
 
 void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
   if (pages == 0) return;
-  if (!cache_stats_) return ApplyKmem(g, pages);
+  // Never cache (and so pin) a removed group: a charge racing RemoveGroup
+  // may complete on it. Read under the shard lock, like ChargeStock's
+  // RefillSlow: RemoveGroup clears online_ before its DrainAll takes this
+  // lock, so either that drain flushes what we cache here, or we see the
+  // group offline. Relaxed: the lock orders it.
+  if (!cache_stats_ || !g->online_.load(std::memory_order_relaxed)) {
+    return ApplyKmem(g, pages);
+  }
   if (s.kmem_group != g) {
     FlushKmemLocked(s);
     g->Get();
@@ -169,6 +176,8 @@ void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
 void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
                       StatItem item, int64_t stat_delta, Group* charged,
                       uint64_t kmem_pages) {
+  // An evicted slot may find an underflow: reported after the unlock.
+  DeferReports defer;
   const int k = TryLockCurrent();
   if (k < 0) {
     // No stock available (section 7.5): whole pages back at once, the
@@ -239,6 +248,8 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
 
 void ObjStock::DrainAll(const Group* subtree) {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    // Underflows found below reach the error hook after the unlock.
+    DeferReports defer;
     ObjStockShard& s = shards_[cpu];
     LockShard(cpu);
     for (int i = 0; i < slots_; ++i) {

@@ -148,6 +148,7 @@ class ObjStock {
 
   bool enabled() const { return enabled_; }
   int slots() const { return slots_; }
+  int nr_shards() const { return shards_.size(); }
 
   // True when the hit paths commit through rseq (see the file comment).
   bool rseq() const { return rseq_; }
@@ -221,6 +222,11 @@ class ObjStock {
 
   // Empty string if every slot is sane; else the first bad slot.
   std::string CheckInvariants() const;
+
+  // Shard k's lock (tests, fork handling).
+  TryLock& ShardLock(int k) { return shards_[k].lock; }
+  // The group whose kmem pages shard k caches (tests; read unlocked).
+  const Group* KmemGroup(int k) const { return shards_[k].kmem_group; }
 
   // ---- Direct application (no stock), shared with ObjCgroup ----
 

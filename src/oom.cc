@@ -5,7 +5,9 @@
 // may release a victim group's memory (drop a cache, cancel a query, remove
 // a tenant) and reports whether usage went down.
 
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
 #include "controller_impl.h"
 #include "external_limit.h"
@@ -30,42 +32,63 @@ namespace internal {
 
 bool ControllerImpl::OutOfMemory(Group* over, uint64_t n) {
   Controller& ctrl = *over->controller_;
-  // One OOM at a time per controller (kernel: oom_lock).
-  std::lock_guard<std::mutex> lock(ctrl.oom_mu_);
-  // Someone freed memory while we waited: no handler needed (the margin
-  // includes an external limit's, e.g. a cluster lease).
-  if (ExternalLimits::Margin(over) >= n) return true;
-
-  std::shared_ptr<const OomHandler> handler;
-  for (Group* g = over; g != nullptr && !handler; g = g->parent_) {
-    handler = g->oom_handler_.load();
-  }
-  if (!handler) handler = ctrl.oom_handler_.load();
-  if (!handler || !*handler) return false;
-
-  OomContext ctx;
-  ctx.over_limit = over;
-  ctx.kill_group = over->oom_group() ? over : nullptr;
-  ctx.nr_pages = Pages(n);
   OomOutcome outcome;
+  // Victims outside the OOM domain, reported once oom_mu_ is released.
+  std::vector<OomVictim> stray;
   {
-    // Charges from the handler are forced, as for the kernel's OOM killer
-    // (which runs with the victim's memory reserves).
-    DepthScope reclaiming(tls_charge.in_reclaim);
-    outcome = (*handler)(ctx);
-  }
-  if (outcome.killed != nullptr) {
-    if (outcome.killed->IsDescendantOf(*over)) {
-      RaiseEvent(outcome.killed, MemoryEvent::kOomKill);
-      if (outcome.progress) {
-        if (Group* kg = ctx.KillGroupFor(*outcome.killed)) {
-          RaiseEvent(kg, MemoryEvent::kOomGroupKill);
-        }
+    // One OOM at a time per controller (kernel: oom_lock).
+    std::lock_guard<std::mutex> lock(ctrl.oom_mu_);
+    // The handler runs under it: a fork from the handler keeps it.
+    HeldAcrossCallback held(&ctrl.oom_mu_);
+    // Someone freed memory while we waited: no handler needed (the margin
+    // includes an external limit's, e.g. a cluster lease).
+    if (ExternalLimits::Margin(over) >= n) return true;
+
+    std::shared_ptr<const OomHandler> handler;
+    for (Group* g = over; g != nullptr && !handler; g = g->parent_) {
+      handler = g->oom_handler_.load();
+    }
+    if (!handler) handler = ctrl.oom_handler_.load();
+    if (!handler || !*handler) return false;
+
+    OomContext ctx;
+    ctx.over_limit = over;
+    ctx.kill_group = over->oom_group() ? over : nullptr;
+    ctx.nr_pages = Pages(n);
+    {
+      // Charges from the handler are forced, as for the kernel's OOM
+      // killer (which runs with the victim's memory reserves).
+      DepthScope reclaiming(tls_charge.in_reclaim);
+      outcome = (*handler)(ctx);
+    }
+    // Kernel: __oom_kill_process counts oom_kill once per killed task in
+    // the task's memcg (hierarchically); oom_kill_process raises
+    // oom_group_kill once on the oom.group subtree it then sweeps. The
+    // victims hold their groups: the handler may have removed them and
+    // dropped its own references.
+    std::vector<Group*> kill_groups;
+    auto count = [&](const OomVictim& v) {
+      if (!v) return;
+      if (!v.group()->IsDescendantOf(*over)) {
+        stray.push_back(v);
+        return;
       }
-    } else {
-      ctrl.Report("oom_victim", outcome.killed, Pages(0));
+      if (v.tasks() == 0) return;
+      RaiseEvent(v.group(), MemoryEvent::kOomKill, v.tasks());
+      if (Group* kg = ctx.KillGroupFor(*v.group());
+          kg != nullptr && std::find(kill_groups.begin(), kill_groups.end(),
+                                     kg) == kill_groups.end()) {
+        kill_groups.push_back(kg);
+      }
+    };
+    count(outcome.killed);
+    for (const OomVictim& v : outcome.victims) count(v);
+    if (outcome.progress) {
+      for (Group* kg : kill_groups) RaiseEvent(kg, MemoryEvent::kOomGroupKill);
     }
   }
+  for (const OomVictim& v : stray)
+    ctrl.Report("oom_victim", v.group(), Pages(0));
   return outcome.progress;
 }
 

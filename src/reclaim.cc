@@ -145,6 +145,8 @@ uint64_t ControllerImpl::ReclaimSubtree(Group* target, uint64_t n) {
   n = std::max(n, kSwapClusterMax);
   DepthScope reclaiming(tls_charge.in_reclaim);
   std::shared_lock<std::shared_mutex> lock(ctrl.tree_mu_);
+  // Reclaimers run under it: a fork from one keeps it in the child.
+  HeldAcrossCallback held(&ctrl.tree_mu_);
   DepthScope walking(tls_charge.in_tree_walk);
   Pass pass{target, /*low_reclaim=*/false, ctrl.info().recursive_protection};
   uint64_t reclaimed = ReclaimWalk::RunPass(pass, n);

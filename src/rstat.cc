@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <new>
 
+#include "port/fork.h"
+
 namespace umemcg::internal {
 
 namespace {
@@ -201,6 +203,7 @@ void Rstat::FlushOne(StatCpu* c, int k) {
 }
 
 void Rstat::FlushSubtree(GroupStats* g) {
+  RestartFlusherIfForked();
   // Stops recorded before this point are flushed by the passes below
   // (StopCount). Acquire: nothing to publish, but keeps the read before
   // the passes.
@@ -262,11 +265,13 @@ bool Rstat::NeedsFlush(const GroupStats* g) const {
 }
 
 void Rstat::FlushIfNeeded(GroupStats* g) {
+  RestartFlusherIfForked();
   if (!NeedsFlush(g)) return;
   FlushSubtree(mode_ == StatsFlushMode::kGlobalWholeTree ? root_ : g);
 }
 
 void Rstat::FlushRatelimited(GroupStats* g) {
+  RestartFlusherIfForked();
   if (root_ == nullptr || period_.count() <= 0) return FlushIfNeeded(g);
   // Relaxed: a timestamp compared with the clock; a stale one delays or
   // advances this best-effort flush by one race.
@@ -322,6 +327,41 @@ void Rstat::StopFlusher() {
   }
   flusher_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
+}
+
+void Rstat::PrepareFork() {
+  flush_mu_.lock();
+  for (int k = 0; k < shards_.size(); ++k) shards_[k].lock.lock();
+}
+
+void Rstat::ParentAfterFork() {
+  for (int k = shards_.size() - 1; k >= 0; --k) shards_[k].lock.unlock();
+  flush_mu_.unlock();
+}
+
+void Rstat::ChildAfterFork() {
+  for (int k = shards_.size() - 1; k >= 0; --k) {
+    // A flusher's announcement belonged to a thread of the parent.
+    shards_[k].flusher_waiting.store(false, std::memory_order_relaxed);
+    shards_[k].lock.UnlockInForkChild();
+  }
+  flush_mu_.unlock();
+  // The flusher thread and its synchronization belonged to the parent.
+  ReinitInForkChild(flusher_mu_);
+  ReinitInForkChild(flusher_cv_);
+  if (flusher_.joinable()) {
+    // Forget the parent's thread: never join or detach it here.
+    ReinitInForkChild(flusher_);
+    stop_ = false;
+    restart_flusher_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void Rstat::RestartFlusher() {
+  std::lock_guard<std::mutex> lock(flusher_mu_);
+  if (!restart_flusher_.load(std::memory_order_relaxed) || stop_) return;
+  restart_flusher_.store(false, std::memory_order_relaxed);
+  flusher_ = std::thread([this] { FlusherMain(); });
 }
 
 void Rstat::FlusherMain() {

@@ -252,6 +252,17 @@ class Rstat {
   void StartFlusher(GroupStats* root);
   void StopFlusher();
 
+  // Fork handling (the controller's, see port/fork.h): the flush mutex and
+  // every shard lock are taken before fork and released after it. The
+  // child has no flusher thread: its copy of the thread object is
+  // forgotten (never joined) and a new flusher starts on the child's first
+  // flush or flushing read (FlushSubtree, FlushIfNeeded,
+  // FlushRatelimited), not in the handler, so a child that only execs
+  // pays nothing.
+  void PrepareFork();
+  void ParentAfterFork();
+  void ChildAfterFork();
+
   // Counters for tests and benchmarks (relaxed: they publish nothing).
   uint64_t flush_callbacks() const {
     return flush_callbacks_.load(std::memory_order_relaxed);
@@ -321,6 +332,13 @@ class Rstat {
   // The per-(group, CPU) flush callback. REQUIRES: flush_mu_ and shard k.
   void FlushOne(StatCpu* c, int k);
   void FlusherMain();
+  // Starts the child's flusher if ChildAfterFork asked for one.
+  void RestartFlusherIfForked() {
+    // Relaxed: set in the child's fork handler before any other thread of
+    // the child exists; RestartFlusher re-checks under flusher_mu_.
+    if (restart_flusher_.load(std::memory_order_relaxed)) RestartFlusher();
+  }
+  void RestartFlusher();
 
   const CpuIdSource* const cpu_;
   const int batch_;
@@ -356,6 +374,8 @@ class Rstat {
   std::condition_variable flusher_cv_;
   bool stop_ = false;  // guarded by flusher_mu_
   std::thread flusher_;
+  // A fork child whose parent ran a flusher: start one (see PrepareFork).
+  std::atomic<bool> restart_flusher_{false};
 };
 
 // Validates `custom` (kInvalidArgument naming the first bad spec) and fills

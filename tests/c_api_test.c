@@ -331,10 +331,89 @@ static void test_callbacks(void) {
   CHECK_ERR(umemcg_group_release(g), EBADF);
 }
 
+/* An oom.group sweep: the handler kills one task in each of three
+ * members of the kill group and reports each. */
+struct sweep {
+  umemcg_group_t* member[3];
+  int calls;
+  int report_errors;
+};
+
+static int on_oom_sweep(void* ctx, umemcg_group_t* over_limit,
+                        umemcg_group_t* kill_group, uint64_t nr_pages,
+                        umemcg_group_t** killed) {
+  struct sweep* s = (struct sweep*)ctx;
+  int i;
+  (void)over_limit;
+  (void)nr_pages;
+  s->calls++;
+  if (kill_group == NULL) return 0;
+  for (i = 0; i < 3; ++i) umemcg_uncharge_direct(s->member[i], 1);
+  *killed = s->member[0]; /* the chosen victim */
+  if (umemcg_oom_report_kill(s->member[1], 1) != 0) s->report_errors++;
+  if (umemcg_oom_report_kill(s->member[2], 1) != 0) s->report_errors++;
+  if (umemcg_oom_report_kill(s->member[2], 0) != EINVAL) s->report_errors++;
+  return 1;
+}
+
+static long long event_count(umemcg_group_t* g, const char* file,
+                             const char* key) {
+  char buf[512];
+  const char* p;
+  long long v = -1;
+  if (read_text(g, file, buf, sizeof(buf)) != 0) return -1;
+  p = strstr(buf, key);
+  if (p != NULL) sscanf(p + strlen(key), " %lld", &v);
+  return v;
+}
+
+static void test_oom_victims(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *a = NULL;
+  struct sweep s;
+  char name[8];
+  int i;
+  umemcg_options_init(&o);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "a", &a), 0);
+  CHECK_ERR(umemcg_write_file(a, "memory.max", "12K"), 0);
+  CHECK_ERR(umemcg_write_file(a, "memory.oom.group", "1"), 0);
+  memset(&s, 0, sizeof(s));
+  for (i = 0; i < 3; ++i) {
+    snprintf(name, sizeof(name), "m%d", i);
+    CHECK_ERR(umemcg_group_create(a, name, &s.member[i]), 0);
+    CHECK_ERR(umemcg_try_charge(s.member[i], 1, 0, NULL), 0);
+  }
+  CHECK_ERR(umemcg_oom_report_kill(s.member[0], 1), EINVAL); /* no OOM */
+  CHECK_ERR(umemcg_set_oom_handler(ctrl, on_oom_sweep, &s), 0);
+  CHECK_ERR(umemcg_try_charge(s.member[0], 1, UMEMCG_CHARGE_MAY_RECLAIM, NULL),
+            0);
+  CHECK(s.calls == 1);
+  CHECK(s.report_errors == 0);
+  /* One oom_kill per killed task, where it ran and hierarchically. */
+  for (i = 0; i < 3; ++i) {
+    CHECK(event_count(s.member[i], "memory.events.local", "oom_kill") == 1);
+    CHECK(event_count(s.member[i], "memory.events", "oom_kill") == 1);
+  }
+  CHECK(event_count(a, "memory.events", "oom_kill") == 3);
+  CHECK(event_count(a, "memory.events.local", "oom_kill") == 0);
+  /* One oom_group_kill, on the oom.group subtree. */
+  CHECK(event_count(a, "memory.events", "oom_group_kill") == 1);
+  CHECK(event_count(a, "memory.events.local", "oom_group_kill") == 1);
+  CHECK(event_count(s.member[0], "memory.events", "oom_group_kill") == 0);
+  CHECK_ERR(umemcg_uncharge_direct(s.member[0], 1), 0);
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+}
+
 int main(void) {
   test_controller();
   test_groups_and_charges();
   test_callbacks();
+  test_oom_victims();
   printf("c_api: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

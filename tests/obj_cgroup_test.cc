@@ -31,7 +31,7 @@ int64_t Slab(Group& g) { return g.StatExact(StatItem::kSlabUnreclaimable); }
 TEST(ObjCgroupTest, SmallChargeTakesOnePageAndKeepsTheRest) {
   TestController t;
   GroupRef g = t.Make("a");
-  ObjCgroupRef o(g->objcg());
+  ObjCgroupRef o = g->GetObjCgroup();
   ASSERT_TRUE(o);
   EXPECT_EQ(o->group(), g.get());
   ASSERT_TRUE(o->Charge(Bytes(100)).ok());
@@ -56,7 +56,7 @@ TEST(ObjCgroupTest, SmallChargeTakesOnePageAndKeepsTheRest) {
 TEST(ObjCgroupTest, ReclaimableStatIsSeparate) {
   TestController t;
   GroupRef g = t.Make("a");
-  ObjCgroupRef o(g->objcg());
+  ObjCgroupRef o = g->GetObjCgroup();
   ASSERT_TRUE(
       o->Charge(Bytes(64), kChargeDefault, StatItem::kSlabReclaimable).ok());
   t.Drain();
@@ -70,7 +70,7 @@ TEST(ObjCgroupTest, ReclaimableStatIsSeparate) {
 TEST(ObjCgroupTest, BadInput) {
   TestController t;
   GroupRef g = t.Make("a");
-  ObjCgroupRef o(g->objcg());
+  ObjCgroupRef o = g->GetObjCgroup();
   EXPECT_TRUE(o->Charge(Bytes(0)).ok());
   o->Uncharge(Bytes(0));
   EXPECT_EQ(g->usage(), Pages(0));
@@ -78,7 +78,7 @@ TEST(ObjCgroupTest, BadInput) {
   EXPECT_EQ(o->Charge(too_big).code, StatusCode::kInvalidArgument);
   EXPECT_EQ(g->usage(), Pages(0));
   // The root's objcg is never charged.
-  ObjCgroupRef root(t.ctrl->root().objcg());
+  ObjCgroupRef root = t.ctrl->root().GetObjCgroup();
   ASSERT_TRUE(root);
   EXPECT_TRUE(root->is_root());
   EXPECT_TRUE(root->Charge(Bytes(5000)).ok());
@@ -93,7 +93,7 @@ TEST(ObjCgroupTest, UnderflowClampsCountsAndReports) {
 #endif
   TestController t;
   GroupRef g = t.Make("a");
-  ObjCgroupRef o(g->objcg());
+  ObjCgroupRef o = g->GetObjCgroup();
   ASSERT_TRUE(o->Charge(Bytes(100)).ok());
   o->Uncharge(Bytes(3 * 4096 + 100));
   t.Drain();
@@ -111,7 +111,7 @@ TEST(ObjCgroupTest, UnderflowClampsCountsAndReports) {
 TEST(ObjCgroupTest, ReleaseWithAPartialPageIsReported) {
   TestController t;
   GroupRef c = t.Make("c");
-  ObjCgroupRef o(c->objcg());
+  ObjCgroupRef o = c->GetObjCgroup();
   ASSERT_TRUE(o->Charge(Bytes(100)).ok());
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
   o->Uncharge(Bytes(60));  // 40 bytes never freed: the pool is not whole
@@ -139,7 +139,7 @@ TEST(ObjCgroupTest, LimitsApplyToPageCharges) {
   TestController t;
   GroupRef g = t.Make("a");
   ASSERT_TRUE(g->SetMax(Pages(2)).ok());
-  ObjCgroupRef o(g->objcg());
+  ObjCgroupRef o = g->GetObjCgroup();
   ASSERT_TRUE(o->Charge(Bytes(8000), ChargeFlags::kNone).ok());
   ChargeResult r = o->Charge(Bytes(4096), ChargeFlags::kNone);
   EXPECT_EQ(r.code, StatusCode::kResourceExhausted);
@@ -161,7 +161,7 @@ TEST(ObjCgroupTest, SingleSlotStockEvictsToThePool) {
   TestController t(opts);
   GroupRef a = t.Make("a");
   GroupRef b = t.Make("b");
-  ObjCgroupRef oa(a->objcg()), ob(b->objcg());
+  ObjCgroupRef oa = a->GetObjCgroup(), ob = b->GetObjCgroup();
   ASSERT_TRUE(oa->Charge(Bytes(92)).ok());
   ASSERT_TRUE(ob->Charge(Bytes(92)).ok());  // evicts a: 4004 B to a's pool
   EXPECT_EQ(oa->pooled(), Bytes(4004));
@@ -182,7 +182,7 @@ TEST(ObjCgroupTest, DrainAllStocksDrainsOnlyTheSubtree) {
   TestController t;
   GroupRef a = t.Make("a");
   GroupRef b = t.Make("b");
-  ObjCgroupRef oa(a->objcg()), ob(b->objcg());
+  ObjCgroupRef oa = a->GetObjCgroup(), ob = b->GetObjCgroup();
   ASSERT_TRUE(oa->Charge(Bytes(10)).ok());
   ASSERT_TRUE(ob->Charge(Bytes(10)).ok());
   t.ctrl->DrainAllStocks(*a);
@@ -201,13 +201,13 @@ TEST(ObjCgroupTest, ReparentingMovesChargesToTheParent) {
   GroupRef p = t.Make("p");
   GroupRef c = t.Make("p/c");
   GroupRef gc = t.Make("p/c/g");
-  ObjCgroupRef oc(c->objcg()), og(gc->objcg());
+  ObjCgroupRef oc = c->GetObjCgroup(), og = gc->GetObjCgroup();
   ASSERT_TRUE(oc->Charge(Bytes(3 * 4096)).ok());
   ASSERT_TRUE(og->Charge(Bytes(100)).ok());
   const int64_t live_before = t.ctrl->live_groups();
   ASSERT_TRUE(t.ctrl->RemoveGroup(*gc).ok());
   EXPECT_EQ(og->group(), c.get());
-  EXPECT_EQ(gc->objcg(), nullptr);
+  EXPECT_FALSE(gc->GetObjCgroup());
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());  // inherited objcg moves too
   EXPECT_EQ(og->group(), p.get());
   EXPECT_EQ(oc->group(), p.get());
@@ -238,7 +238,7 @@ TEST(ObjCgroupTest, ReparentingMovesChargesToTheParent) {
 TEST(ObjCgroupTest, ReparentedToTheRootChargesTheRootCounter) {
   TestController t;
   GroupRef c = t.Make("c");
-  ObjCgroupRef o(c->objcg());
+  ObjCgroupRef o = c->GetObjCgroup();
   ASSERT_TRUE(o->Charge(Bytes(50)).ok());
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
   ASSERT_TRUE(o->Charge(Bytes(8192)).ok());
@@ -279,8 +279,7 @@ TEST_P(ObjCgroupExactnessTest, RandomSizesAcrossThreadsAreExact) {
   constexpr int kOps = 3000;
   GroupRef groups[kGroups] = {t.Make("a"), t.Make("b"), t.Make("a/c")};
   ObjCgroupRef objcgs[kGroups];
-  for (int i = 0; i < kGroups; ++i)
-    objcgs[i] = ObjCgroupRef(groups[i]->objcg());
+  for (int i = 0; i < kGroups; ++i) objcgs[i] = groups[i]->GetObjCgroup();
   struct Obj {
     int group;
     uint64_t size;
@@ -363,13 +362,13 @@ INSTANTIATE_TEST_SUITE_P(Variants, ObjCgroupExactnessTest,
 TEST(ObjCgroupStressTest, ReparentingUnderLoad) {
   TestController t({}, /*nr_cpus=*/4);
   GroupRef p = t.Make("p");
-  ObjCgroupRef po(p->objcg());
+  ObjCgroupRef po = p->GetObjCgroup();
   ASSERT_TRUE(po->Charge(Bytes(12345)).ok());  // the baseline
   t.Drain();
   const Pages baseline = p->usage();
   const int64_t groups_before = t.ctrl->live_groups();
   GroupRef c = t.Make("p/c");
-  ObjCgroupRef co(c->objcg());
+  ObjCgroupRef co = c->GetObjCgroup();
   constexpr int kThreads = 4;
   std::atomic<int> started{0};
   std::atomic<bool> removed{false};
@@ -437,7 +436,7 @@ TEST(ObjCgroupStressTest, ReparentingUnderLoad) {
 TEST(ObjCgroupStressTest, ContentionOnOneGroup) {
   TestController t({}, /*nr_cpus=*/2);
   GroupRef g = t.Make("g");
-  ObjCgroupRef o(g->objcg());
+  ObjCgroupRef o = g->GetObjCgroup();
   constexpr int kThreads = 8;
   std::atomic<int> running{kThreads};
   std::vector<std::thread> threads;

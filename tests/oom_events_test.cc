@@ -201,6 +201,103 @@ TEST(OomTest, HandlerMayRemoveTheVictimGroup) {
   c->UnchargeDirect(Pages(1));
 }
 
+// Issue 14 item 2: oom_kill counts killed tasks in the victim's group
+// (kernel: __oom_kill_process, once per task, memcg_memory_event), also
+// every member an oom.group sweep kills; oom_group_kill once per swept
+// subtree (oom_kill_process).
+TEST(OomTest, EveryVictimOfAnOomGroupSweepCountsOnce) {
+  TestController t;
+  GroupRef top = t.Make("top");
+  GroupRef a = t.Make("top/a");
+  GroupRef m[3] = {t.Make("top/a/m0"), t.Make("top/a/m1"), t.Make("top/a/m2")};
+  ASSERT_TRUE(a->SetMax(Pages(3)).ok());
+  ASSERT_TRUE(a->SetOomGroup(true).ok());
+  for (GroupRef& g : m)
+    ASSERT_TRUE(g->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  t.ctrl->SetOomHandler([&](const OomContext& ctx) {
+    EXPECT_EQ(ctx.kill_group, a.get());
+    // The chosen victim, then the sweep of its oom.group subtree.
+    Group* kg = ctx.KillGroupFor(*m[0]);
+    EXPECT_EQ(kg, a.get());
+    OomOutcome out{.progress = true, .killed = m[0].get()};
+    for (GroupRef& g : m) {
+      g->UnchargeDirect(Pages(1));
+      if (g.get() != m[0].get()) out.victims.emplace_back(g);
+    }
+    return out;
+  });
+  ASSERT_TRUE(m[0]->TryCharge(Pages(1)).ok());
+  for (GroupRef& g : m) {
+    EXPECT_EQ(g->events_local(MemoryEvent::kOomKill), 1u) << g->name();
+    EXPECT_EQ(g->events(MemoryEvent::kOomKill), 1u) << g->name();
+    EXPECT_EQ(g->events(MemoryEvent::kOomGroupKill), 0u) << g->name();
+  }
+  EXPECT_EQ(a->events(MemoryEvent::kOomKill), 3u);
+  EXPECT_EQ(a->events_local(MemoryEvent::kOomKill), 0u);
+  EXPECT_EQ(top->events(MemoryEvent::kOomKill), 3u);
+  EXPECT_EQ(a->events_local(MemoryEvent::kOomGroupKill), 1u);
+  EXPECT_EQ(a->events(MemoryEvent::kOomGroupKill), 1u);
+  EXPECT_EQ(top->events(MemoryEvent::kOomGroupKill), 1u);
+  EXPECT_EQ(a->events_local(MemoryEvent::kOom), 1u);
+  EXPECT_NE(a->MemoryEvents().find("oom_kill 3\noom_group_kill 1\n"),
+            std::string::npos)
+      << a->MemoryEvents();
+  m[0]->UnchargeDirect(Pages(1));
+}
+
+TEST(OomTest, VictimsCountTheirTasksAndMayRepeat) {
+  TestController t;
+  GroupRef g = t.Make("g");
+  GroupRef x = t.Make("g/x");
+  GroupRef y = t.Make("g/y");
+  ASSERT_TRUE(g->SetMax(Pages(2)).ok());
+  ASSERT_TRUE(x->TryCharge(Pages(2), ChargeFlags::kNone).ok());
+  t.ctrl->SetOomHandler([&](const OomContext&) {
+    x->UnchargeDirect(Pages(2));
+    return OomOutcome{.progress = true,
+                      .killed = OomVictim(x, 4),
+                      .victims = {OomVictim(y, 2), OomVictim(x.get())}};
+  });
+  ASSERT_TRUE(y->TryCharge(Pages(1)).ok());
+  EXPECT_EQ(x->events(MemoryEvent::kOomKill), 5u);
+  EXPECT_EQ(y->events(MemoryEvent::kOomKill), 2u);
+  EXPECT_EQ(g->events(MemoryEvent::kOomKill), 7u);
+  // No oom.group anywhere: no group kill.
+  EXPECT_EQ(g->events(MemoryEvent::kOomGroupKill), 0u);
+  y->UnchargeDirect(Pages(1));
+}
+
+// Victims in two different oom.group subtrees of the domain: one group
+// kill each; a victim outside the domain is reported and not counted.
+TEST(OomTest, OneGroupKillPerSweptSubtreeAndStrayVictimsAreReported) {
+  TestController t;
+  GroupRef d = t.Make("d");
+  GroupRef p = t.Make("d/p");
+  GroupRef q = t.Make("d/q");
+  GroupRef p1 = t.Make("d/p/1");
+  GroupRef q1 = t.Make("d/q/1");
+  GroupRef other = t.Make("other");
+  ASSERT_TRUE(p->SetOomGroup(true).ok());
+  ASSERT_TRUE(q->SetOomGroup(true).ok());
+  ASSERT_TRUE(d->SetMax(Pages(1)).ok());
+  ASSERT_TRUE(p1->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  t.ctrl->SetOomHandler([&](const OomContext&) {
+    p1->UnchargeDirect(Pages(1));
+    return OomOutcome{.progress = true,
+                      .killed = p1.get(),
+                      .victims = {OomVictim(p), OomVictim(q1), other}};
+  });
+  ASSERT_TRUE(q1->TryCharge(Pages(1)).ok());
+  EXPECT_EQ(p->events_local(MemoryEvent::kOomGroupKill), 1u);
+  EXPECT_EQ(q->events_local(MemoryEvent::kOomGroupKill), 1u);
+  EXPECT_EQ(d->events(MemoryEvent::kOomGroupKill), 2u);
+  EXPECT_EQ(d->events(MemoryEvent::kOomKill), 3u);
+  EXPECT_EQ(other->events(MemoryEvent::kOomKill), 0u);
+  ASSERT_EQ(t.errors.size(), 1u);
+  EXPECT_EQ(t.errors[0], "oom_victim");
+  q1->UnchargeDirect(Pages(1));
+}
+
 TEST(EventsTest, HierarchicalCountsStopBelowRoot) {
   TestController t;
   GroupRef a = t.Make("a");

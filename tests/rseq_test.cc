@@ -97,6 +97,45 @@ TEST(RseqTest, CommitsOnlyWhenEveryCompareHolds) {
 #endif
 }
 
+// A lock closed to rseq (RseqExclude's fallback when membarrier fails)
+// rejects every commit from then on, whether it is held or not, and stays
+// closed through lock and unlock; the locked path keeps working.
+TEST(RseqTest, ClosedLockRejectsCommitsForGood) {
+  SKIP_WITHOUT_RSEQ_COMMIT();
+#if UMEMCG_HAVE_RSEQ_COMMIT
+  const int cpu = FirstAllowedCpu();
+  ASSERT_TRUE(PinTo(cpu));
+  Cell c;
+  int owner = 0;
+  c.owner.store(&owner);
+  auto commit = [&](uint64_t expected, uint64_t desired) {
+    RseqResult r;
+    do {
+      r = Commit(static_cast<uint32_t>(cpu), c, &owner, expected, desired);
+    } while (r == RseqResult::kAborted &&
+             RseqCpuId() == static_cast<uint32_t>(cpu));
+    return r;
+  };
+  EXPECT_EQ(commit(0, 1), RseqResult::kCommitted);
+  c.lock.lock();
+  c.lock.CloseForRseq();
+  c.lock.unlock();
+  EXPECT_FALSE(c.lock.is_locked());
+  EXPECT_TRUE(c.lock.closed_for_rseq());
+  EXPECT_EQ(commit(1, 2), RseqResult::kMismatch);
+  ASSERT_TRUE(c.lock.try_lock());
+  c.word.store(2);  // the locked path
+  c.lock.unlock();
+  EXPECT_TRUE(c.lock.closed_for_rseq());
+  EXPECT_EQ(commit(2, 3), RseqResult::kMismatch);
+  EXPECT_EQ(c.word.load(), 2u);
+  // A closed lock needs no fence: RseqExclude returns at once.
+  c.lock.lock();
+  RseqExclude(static_cast<uint32_t>(cpu) + 1, c.lock);
+  c.lock.unlock();
+#endif
+}
+
 // Per-CPU counters: threads (twice as many as CPUs, unpinned, so they are
 // preempted and migrated; a signaller interrupts them all the time, which
 // aborts sections it lands in) add 1 through the commit; a locker thread
@@ -120,7 +159,7 @@ TEST(RseqTest, PerCpuCountersStayExactUnderPreemptionAndFencedLockers) {
   auto locked_add = [&](int k) {
     Cell& c = cells[k];
     c.lock.lock();
-    RseqExclude(static_cast<uint32_t>(k));
+    RseqExclude(static_cast<uint32_t>(k), c.lock);
     c.word.store(c.word.load(std::memory_order_relaxed) + 1,
                  std::memory_order_relaxed);
     c.lock.unlock();
@@ -152,7 +191,7 @@ TEST(RseqTest, PerCpuCountersStayExactUnderPreemptionAndFencedLockers) {
           if (r == RseqResult::kAborted) ++local_aborts;
           if (r == RseqResult::kMismatch && c.lock.try_lock()) {
             // Held or changed under us: the locked path, fenced.
-            RseqExclude(cpu);
+            RseqExclude(cpu, c.lock);
             c.word.store(c.word.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
             c.lock.unlock();

@@ -185,10 +185,22 @@ UMEMCG_C_EXPORT int umemcg_reclaimer_release(umemcg_reclaimer_t* reclaimer);
 /* Called when a charge cannot fit after reclaim. over_limit and
  * kill_group (may be NULL) are borrowed handles valid during the call.
  * Return nonzero if memory was released; *killed (may be left NULL) names
- * the group whose memory was released (an oom_kill event is raised). */
+ * the group whose memory was released: one killed task there (an oom_kill
+ * event in its memory.events, hierarchically). The handle only has to be
+ * valid when the handler returns; the group is held from then on, even if
+ * the handle is released or the group removed right after. More victims
+ * (an oom.group sweep, several tasks): umemcg_oom_report_kill. With a
+ * nonzero return, each memory.oom.group subtree holding a victim gets one
+ * oom_group_kill event. */
 typedef int (*umemcg_oom_fn)(void* ctx, umemcg_group_t* over_limit,
                              umemcg_group_t* kill_group, uint64_t nr_pages,
                              umemcg_group_t** killed);
+/* From inside an OOM handler, on its thread: reports `tasks` (> 0) killed
+ * tasks in `victim` (oom_kill += tasks there, hierarchically), e.g. each
+ * member of an oom.group sweep. May be called many times; adds to
+ * *killed. EINVAL outside a handler or with tasks 0. */
+UMEMCG_C_EXPORT int umemcg_oom_report_kill(umemcg_group_t* victim,
+                                           uint64_t tasks);
 /* Per controller; fn NULL removes it. ctx must outlive the registration. */
 UMEMCG_C_EXPORT int umemcg_set_oom_handler(umemcg_controller_t* ctrl,
                                            umemcg_oom_fn fn, void* ctx);

@@ -15,6 +15,18 @@
 // reclaim walks take it shared. Destroying the controller requires that no
 // other thread uses it and that every GroupRef and ObjCgroupRef of it has been
 // released.
+//
+// fork(): safe at any time from any thread, also from inside a reclaimer,
+// the OOM handler or a hook. The child's copy of the controller works
+// fully (charges, drains, statistics, tree changes, destruction): no lock
+// is left held by a thread the child does not have. It holds the
+// accounting as of the fork, including charges that the parent's other
+// threads held (the child cannot uncharge those) and any counter walk they
+// had half done (so a child's CheckInvariants may report the tree's sums
+// off by such a charge). The periodic stats flusher thread does not
+// survive fork(); the child starts its own on its first statistics flush
+// or read. The rules of fork() in a multi-threaded program still apply to
+// the application's own locks. Details: docs/design.md, Fork.
 
 #ifndef UMEMCG_CONTROLLER_H_
 #define UMEMCG_CONTROLLER_H_
@@ -43,11 +55,15 @@ namespace umemcg {
 class ObjCgroup;
 namespace internal {
 class ChargeStock;
+class ControllerForkHandler;
 class ControllerImpl;
 class ObjStock;
 class Rstat;
 class StatsTestPeer;
+class StockDrainer;
+struct TreeWriteLock;
 }  // namespace internal
+struct PeakRegistry;
 
 // A contract violation reported instead of crashing (release builds).
 struct ErrorReport {
@@ -57,9 +73,18 @@ struct ErrorReport {
   // "objcg_partial_page": an objcg was freed with a central pool that is
   // not whole pages (pages = the whole pages uncharged; the rest stays).
   const char* what = "";
+  // Valid during the hook call. Null only when more distinct groups than
+  // fit the queue were reported from one locked section (see ErrorHook):
+  // `pages` then sums them.
   const Group* group = nullptr;
   Pages pages;
 };
+// Called on the thread that found the violation, never under a stock lock
+// or another lock of the controller's own: a violation found while one is
+// held (a drain returning more than was charged) is reported once the
+// lock was released, before the call that found it returns. So the hook
+// may drain, read files, set limits or remove groups. Inside a reclaimer
+// or OOM handler, that callback's restrictions apply to the hook too.
 using ErrorHook = std::function<void(const ErrorReport&)>;
 
 // Something attached to a controller from outside the accounting core (a
@@ -190,10 +215,13 @@ class UMEMCG_EXPORT Controller {
   // `subtree` and its descendants (kernel: drain_all_stock), and drains
   // every object stock slot whose objcg points into the subtree (bytes to
   // the objcg's pool, whole pages uncharged, cached statistics applied).
-  // Synchronous:
-  // when it returns, no stock holds pages charged before the call for a
-  // group of the subtree. Waits briefly for a CPU's stock held by a thread
-  // mid-operation (nanoseconds: no stock section blocks).
+  // Synchronous: when it returns, no stock holds pages charged before the
+  // call for a group of the subtree. One drain runs at a time (the
+  // kernel's percpu_charge_mutex): a call made while another drain runs
+  // waits for the next one, which covers every subtree requested in the
+  // meantime (their common ancestor), instead of draining every CPU
+  // itself. Waits briefly for a CPU's stock held by a thread mid-operation
+  // (nanoseconds: no stock section blocks).
   void DrainAllStocks(Group& subtree);
 
   // Validates the structure at a quiescent point (no concurrent charges,
@@ -252,10 +280,17 @@ class UMEMCG_EXPORT Controller {
   friend class internal::ControllerImpl;
   friend class internal::ObjStock;
   friend class internal::StatsTestPeer;
+  friend class internal::StockDrainer;
+  friend class internal::ControllerForkHandler;
+  friend struct internal::TreeWriteLock;
+  friend struct PeakRegistry;
 
   explicit Controller(ControllerOptions options, ControllerInfo info);
 
+  // A contract violation: counted, then given to the error hook now or,
+  // under a lock (internal::DeferReports), once it is released.
   void Report(const char* what, const Group* group, Pages pages);
+  void Deliver(const char* what, const Group* group, Pages pages);
   void ReleaseGroup(Group* group);          // last reference dropped
   void ReleaseObjCgroup(ObjCgroup* objcg);  // last reference dropped
   void FreeObjCgroup(ObjCgroup* objcg);     // from Reap
@@ -274,8 +309,12 @@ class UMEMCG_EXPORT Controller {
   Group* root_ = nullptr;
 
   // Guards every group's children_ and reclaimers_ lists and online
-  // transitions. Shared by lookups and reclaim walks.
+  // transitions. Shared by lookups and reclaim walks. Writers also hold
+  // tree_fork_mu_ (TreeWriteLock) for their whole section, which the fork
+  // handler takes: reclaim walks hold tree_mu_ while reclaimers run, so
+  // fork cannot wait for tree_mu_ itself (see ControllerForkHandler).
   mutable std::shared_mutex tree_mu_;
+  std::mutex tree_fork_mu_;
   // Serializes OOM handling (kernel: oom_lock).
   std::mutex oom_mu_;
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
@@ -284,11 +323,18 @@ class UMEMCG_EXPORT Controller {
   using ObserverList = std::vector<std::shared_ptr<ControllerObserver>>;
   std::mutex observers_mu_;
   std::atomic<std::shared_ptr<const ObserverList>> observers_;
+  // Every group's memory.peak watchers (kernel: peaks_lock).
+  std::mutex peaks_mu_;
 
   // Every live objcg, for reparenting (kernel: objcg_list). Taken on group
   // creation and removal and at objcg release only.
   std::mutex objcg_mu_;
   std::vector<ObjCgroup*> objcgs_;  // guarded by objcg_mu_
+
+  // One DrainAllStocks at a time, and the waiters for the next one.
+  std::unique_ptr<internal::StockDrainer> drainer_;
+  // Registered with the fork handlers from Create until destruction.
+  std::unique_ptr<internal::ControllerForkHandler> fork_handler_;
 
   std::atomic<Group*> to_free_{nullptr};  // lock-free stack of dead groups
   std::atomic<ObjCgroup*> objcg_to_free_{nullptr};  // ditto, objcgs

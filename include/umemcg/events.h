@@ -10,8 +10,11 @@
 //   kHigh         reclaimed because usage was over memory.high
 //   kMax          a charge hit memory.max (per attempt), or was forced past it
 //   kOom          the charge path or a memory.max write invoked OOM handling
-//   kOomKill      the OOM handler released a group's memory (its "victim")
+//   kOomKill      a task killed by the OOM handler in this group: one per
+//                 killed task the handler reports (OomOutcome::killed and
+//                 victims), including each member of an oom.group sweep
 //   kOomGroupKill the OOM handler killed a whole memory.oom.group subtree
+//                 (once per subtree and OOM, however many members died)
 
 #ifndef UMEMCG_EVENTS_H_
 #define UMEMCG_EVENTS_H_

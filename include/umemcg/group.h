@@ -128,6 +128,35 @@ struct [[nodiscard]] ChargeResult {
 // 16 bytes, trivially copyable: returned in two registers.
 static_assert(sizeof(ChargeResult) == 16);
 
+// ---- GroupRef ----
+
+// A counted reference to a Group: keeps it (and its ancestors) allocated,
+// whether online or not. Copying takes a reference (one atomic increment).
+class UMEMCG_EXPORT GroupRef {
+ public:
+  GroupRef() = default;
+  // Takes a new reference to `group` (may be null).
+  explicit GroupRef(Group* group);
+  GroupRef(const GroupRef& other) : GroupRef(other.group_) {}
+  GroupRef(GroupRef&& other) noexcept : group_(other.group_) {
+    other.group_ = nullptr;
+  }
+  GroupRef& operator=(GroupRef other) noexcept {
+    std::swap(group_, other.group_);
+    return *this;
+  }
+  ~GroupRef() { reset(); }
+
+  void reset();
+  Group* get() const { return group_; }
+  Group* operator->() const { return group_; }
+  Group& operator*() const { return *group_; }
+  explicit operator bool() const { return group_ != nullptr; }
+
+ private:
+  Group* group_ = nullptr;
+};
+
 // ---- Callbacks ----
 
 // The application's reclaim hook for a group (kernel: a shrinker over the
@@ -161,17 +190,48 @@ struct UMEMCG_EXPORT OomContext {
   Group* KillGroupFor(Group& victim) const;
 };
 
+// A victim the OOM handler reports: a group whose memory it released and
+// how many of its "tasks" it killed for that (kernel: each task killed by
+// __oom_kill_process, counted in its memcg's oom_kill). Holds a reference
+// to the group, taken when the victim is made: the handler may remove the
+// group and drop its own references before returning; the charge path
+// still uses it afterwards. Implicit from a Group* (which the handler must
+// hold when it makes the victim), so `.killed = group` reads naturally.
+class UMEMCG_EXPORT OomVictim {
+ public:
+  OomVictim() = default;
+  OomVictim(Group* group, uint64_t tasks = 1)  // NOLINT: implicit on purpose
+      : group_(group), tasks_(group != nullptr ? tasks : 0) {}
+  OomVictim(const GroupRef& group, uint64_t tasks = 1)  // NOLINT
+      : OomVictim(group.get(), tasks) {}
+
+  Group* group() const { return group_.get(); }
+  uint64_t tasks() const { return tasks_; }
+  explicit operator bool() const { return group_.get() != nullptr; }
+
+ private:
+  GroupRef group_;
+  uint64_t tasks_ = 0;
+};
+
 // What the OOM handler did.
 struct OomOutcome {
   // Memory was released (usage went down); the charge path retries.
   bool progress = false;
-  // The group whose memory was released ("the killed task's memcg"): an
-  // oom_kill event is raised on it. With kill_group set and progress, an
-  // oom_group_kill event is raised on kill_group. Must be over_limit or a
-  // descendant; otherwise ignored and reported to the error hook.
-  Group* killed = nullptr;
+  // The victim: the group whose memory was released ("the killed task's
+  // memcg") and the tasks killed in it (1 unless said otherwise). Each
+  // victim's oom_kill event counts its tasks, locally and hierarchically
+  // (memory.events). With progress, every memory.oom.group subtree that a
+  // victim belongs to (OomContext::KillGroupFor) gets one oom_group_kill
+  // event, however many of its members were reported. A victim must be
+  // over_limit or a descendant; otherwise it is ignored and reported to
+  // the error hook ("oom_victim").
+  OomVictim killed;
+  // Further victims, in the same form: every member killed by an
+  // memory.oom.group sweep, or several tasks of several groups. A group
+  // may appear more than once (the counts add up).
+  std::vector<OomVictim> victims;
 };
-
 using OomHandler = std::function<OomOutcome(const OomContext&)>;
 
 // Called after an event counter of `group` changed: once with local = true
@@ -181,35 +241,6 @@ using OomHandler = std::function<OomOutcome(const OomContext&)>;
 // not charge to the group.
 using EventCallback =
     std::function<void(Group& group, MemoryEvent event, bool local)>;
-
-// ---- GroupRef ----
-
-// A counted reference to a Group: keeps it (and its ancestors) allocated,
-// whether online or not. Copying takes a reference (one atomic increment).
-class UMEMCG_EXPORT GroupRef {
- public:
-  GroupRef() = default;
-  // Takes a new reference to `group` (may be null).
-  explicit GroupRef(Group* group);
-  GroupRef(const GroupRef& other) : GroupRef(other.group_) {}
-  GroupRef(GroupRef&& other) noexcept : group_(other.group_) {
-    other.group_ = nullptr;
-  }
-  GroupRef& operator=(GroupRef other) noexcept {
-    std::swap(group_, other.group_);
-    return *this;
-  }
-  ~GroupRef() { reset(); }
-
-  void reset();
-  Group* get() const { return group_; }
-  Group* operator->() const { return group_; }
-  Group& operator*() const { return *group_; }
-  explicit operator bool() const { return group_ != nullptr; }
-
- private:
-  Group* group_ = nullptr;
-};
 
 // ---- Group ----
 
@@ -254,14 +285,13 @@ class UMEMCG_EXPORT alignas(64) Group {
   // sleep (or return the penalty with kNoThrottle). Returns the penalty.
   std::chrono::milliseconds HandleOverHigh(ChargeFlags flags = kChargeDefault);
 
-  // The group's objcg, for byte-granular object accounting (see
-  // obj_cgroup.h); null once the group was removed (its objcg then points
-  // to the parent and is reachable only through the objects' references).
-  // Take an ObjCgroupRef while the group is online and held.
-  ObjCgroup* objcg() const { return objcg_.load(std::memory_order_acquire); }
-  // A new reference to the group's objcg, or an empty one once the group
-  // was removed. Safe against a concurrent RemoveGroup (takes the tree
-  // lock shared).
+  // A new reference to the group's objcg, for byte-granular object
+  // accounting (see obj_cgroup.h), or an empty one once the group was
+  // removed (its objcg then points to the parent and is reachable only
+  // through the objects' references). Safe against a concurrent
+  // RemoveGroup (takes the tree lock shared). There is no accessor for the
+  // bare pointer: a reference taken from it could race with the removal
+  // freeing the objcg.
   ObjCgroupRef GetObjCgroup();
 
   // ---- Limits (cgroup-v2 write semantics; root: kInvalidArgument,
@@ -439,12 +469,12 @@ class UMEMCG_EXPORT alignas(64) Group {
   std::atomic<std::shared_ptr<const EventCallback>> event_callback_;
 
   // memory.peak handles that have written (per-handle peaks), guarded by
-  // peaks_mu_ (kernel: peaks_lock). Only file operations touch them.
-  std::mutex peaks_mu_;
+  // the controller's peaks_mu_ (kernel: peaks_lock). Only file operations
+  // touch them.
   std::vector<int64_t*> peak_watchers_;
   // The group's own objcg (holds a reference while online); set at
-  // creation, cleared by RemoveGroup (acquire load in objcg() pairs with
-  // the release store at creation).
+  // creation, cleared by RemoveGroup (acquire loads pair with the release
+  // store at creation).
   std::atomic<ObjCgroup*> objcg_{nullptr};
   // Pages charged through objcgs to this group or a descendant, net of
   // those uncharged there (hierarchical, like usage; applied from the

@@ -2,12 +2,13 @@
 //
 // ObjCgroup: byte-granular accounting of objects (kernel: struct obj_cgroup,
 // mm/memcontrol.c obj_cgroup_charge / obj_cgroup_uncharge). Each Group owns
-// one, created with it (Group::objcg()). Objects record their ObjCgroup (an
-// ObjCgroupRef), not their Group, so when the group is removed its objcg is
-// re-pointed to the parent in one step and objects freed later uncharge the
-// parent (reparenting; kernel: memcg_reparent_objcgs).
+// one, created with it (a reference: Group::GetObjCgroup()). Objects record
+// their ObjCgroup (an ObjCgroupRef), not their Group, so when the group is
+// removed its objcg is re-pointed to the parent in one step and objects
+// freed later uncharge the parent (reparenting; kernel:
+// memcg_reparent_objcgs).
 //
-//   ObjCgroupRef objcg(tenant->objcg());
+//   ObjCgroupRef objcg = tenant->GetObjCgroup();  // empty once removed
 //   if (objcg->Charge(Bytes(64)).ok()) { ...; objcg->Uncharge(Bytes(64)); }
 //
 // Bytes are charged from a per-CPU object stock of pre-charged bytes; a miss
@@ -163,7 +164,7 @@ class UMEMCG_EXPORT ObjCgroupRef {
  public:
   ObjCgroupRef() = default;
   // Takes a new reference to `objcg` (may be null). REQUIRES: the caller
-  // holds one already, or `objcg` is the objcg of an online group it holds.
+  // holds one already (a group's objcg: Group::GetObjCgroup()).
   explicit ObjCgroupRef(ObjCgroup* objcg) : objcg_(objcg) {
     if (objcg_ != nullptr) objcg_->Get();
   }

@@ -42,9 +42,10 @@ int Err(StatusCode c) { return umemcg::ErrnoOf(c); }
 
 // The handles created under one controller, so destroy can release them.
 struct Registry {
-  std::mutex mu;
-  std::unordered_set<uintptr_t> handles;
-  std::atomic<int64_t> live{0};  // payloads not yet freed
+  // The table's owners mutex: one for every registry, fork-safe with it.
+  std::mutex& mu = HandleTable::Global().owners_mu();
+  std::unordered_set<uintptr_t> handles;  // guarded by mu
+  std::atomic<int64_t> live{0};           // payloads not yet freed
 };
 
 struct ControllerPayload final : HandlePayload {
@@ -548,6 +549,10 @@ class BorrowedHandle {
   uintptr_t h_;
 };
 
+// The outcome of the C OOM handler running on this thread, for
+// umemcg_oom_report_kill (null outside a handler).
+constinit thread_local umemcg::OomOutcome* tls_c_oom = nullptr;
+
 umemcg::OomHandler MakeOomHandler(std::shared_ptr<Registry> registry,
                                   umemcg_oom_fn fn, void* ctx) {
   return [registry, fn, ctx](const umemcg::OomContext& oc) {
@@ -555,11 +560,17 @@ umemcg::OomHandler MakeOomHandler(std::shared_ptr<Registry> registry,
     BorrowedHandle kill(registry, oc.kill_group);
     umemcg_group_t* killed = nullptr;
     umemcg::OomOutcome out;
+    umemcg::OomOutcome* const outer = tls_c_oom;
+    tls_c_oom = &out;
     out.progress =
         fn(ctx, over.get(), kill.get(), oc.nr_pages.raw(), &killed) != 0;
+    tls_c_oom = outer;
     if (killed != nullptr) {
+      // The victim takes its own group reference while the handle is in
+      // use here: the handler may release the handle (and remove the
+      // group) right after, or another thread may.
       GroupUse k = AcquireGroup(killed);
-      if (k.payload != nullptr) out.killed = k.group();
+      if (k.payload != nullptr) out.killed = umemcg::OomVictim(k.group());
     }
     return out;
   };
@@ -585,6 +596,15 @@ extern "C" int umemcg_group_set_oom_handler(umemcg_group_t* group,
   g.group()->SetOomHandler(fn == nullptr
                                ? umemcg::OomHandler()
                                : MakeOomHandler(g.payload->registry, fn, ctx));
+  return 0;
+}
+
+extern "C" int umemcg_oom_report_kill(umemcg_group_t* victim, uint64_t tasks) {
+  if (victim == nullptr || tasks == 0) return EINVAL;
+  if (tls_c_oom == nullptr) return EINVAL;  // not inside an OOM handler
+  GroupUse g = AcquireGroup(victim);
+  if (int e = CheckGroupArg(victim, g)) return e;
+  tls_c_oom->victims.emplace_back(g.group(), tasks);
   return 0;
 }
 

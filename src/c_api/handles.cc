@@ -4,11 +4,122 @@
 
 #include <thread>
 
+#include "port/fork.h"
+
 namespace umemcg::internal {
 
+namespace {
+
+// The Uses this thread holds (a list through the Use objects themselves).
+constinit thread_local HandleTable::Use* tls_uses = nullptr;
+
+}  // namespace
+
+// Fork handlers: the table's mutexes are held only for list updates, so
+// they are taken before fork; user counts are repaired in the child.
+class HandleTable::ForkHandler final : public ForkParticipant {
+ public:
+  explicit ForkHandler(HandleTable* table) : table_(table) {}
+  void PrepareFork() override {
+    table_->owners_mu_.lock();
+    table_->mu_.lock();
+  }
+  void ParentAfterFork() override {
+    table_->mu_.unlock();
+    table_->owners_mu_.unlock();
+  }
+  void ChildAfterFork() override {
+    table_->ChildAfterFork();
+    table_->mu_.unlock();
+    table_->owners_mu_.unlock();
+  }
+
+ private:
+  HandleTable* const table_;
+};
+
 HandleTable& HandleTable::Global() {
-  static HandleTable* table = new HandleTable();  // never destroyed
+  static HandleTable* table = [] {
+    auto* t = new HandleTable();  // never destroyed
+    static ForkHandler fork_handler(t);
+    RegisterForFork(&fork_handler);
+    return t;
+  }();
   return *table;
+}
+
+void HandleTable::ChildAfterFork() {
+  // REQUIRES: mu_ held (by this thread, from PrepareFork). Only this
+  // thread exists: relaxed accesses.
+  bool any = false;
+  for (uint32_t index = 0; index < next_; ++index) {
+    Slot* s = SlotAt(index);
+    uint64_t w = s->word.load(std::memory_order_relaxed);
+    const uint64_t users = w & kUserMask;
+    if (users == 0) continue;
+    uint64_t mine = 0;
+    for (const Use* u = tls_uses; u != nullptr; u = u->next_) {
+      if (u->table_ == this && u->slot_ == index) ++mine;
+    }
+    if (mine == users) continue;
+    w = (w & ~kUserMask) | mine;
+    s->word.store(w, std::memory_order_relaxed);
+    if ((w & kReleased) != 0 && mine == 0) any = true;
+  }
+  if (any) free_after_fork_.store(true, std::memory_order_relaxed);
+}
+
+void HandleTable::FreeAfterFork() {
+  std::vector<std::pair<uint32_t, uint64_t>> dead;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_after_fork_.load(std::memory_order_relaxed)) return;
+    free_after_fork_.store(false, std::memory_order_relaxed);
+    for (uint32_t index = 0; index < next_; ++index) {
+      Slot* s = SlotAt(index);
+      const uint64_t w = s->word.load(std::memory_order_acquire);
+      // Released with no user: nobody can acquire, release or drop it, so
+      // it is ours to free.
+      if ((w & kReleased) != 0 && (w & kUserMask) == 0 &&
+          s->payload.load(std::memory_order_acquire) != nullptr) {
+        dead.emplace_back(index, w);
+      }
+    }
+  }
+  // Outside mu_ (Free takes it; a payload may destroy a controller).
+  for (const auto& [index, w] : dead) Free(index, w);
+}
+
+HandleTable::Use::Use(Use&& o) noexcept : table_(o.table_), slot_(o.slot_) {
+  if (table_ == nullptr) return;
+  // Take o's place in this thread's list.
+  prev_ = o.prev_;
+  next_ = o.next_;
+  if (prev_ != nullptr) {
+    prev_->next_ = this;
+  } else {
+    tls_uses = this;
+  }
+  if (next_ != nullptr) next_->prev_ = this;
+  o.table_ = nullptr;
+  o.prev_ = o.next_ = nullptr;
+}
+
+void HandleTable::Use::Link() {
+  prev_ = nullptr;
+  next_ = tls_uses;
+  if (next_ != nullptr) next_->prev_ = this;
+  tls_uses = this;
+}
+
+void HandleTable::Use::Unlink() {
+  if (prev_ != nullptr) {
+    prev_->next_ = next_;
+  } else {
+    tls_uses = next_;
+  }
+  if (next_ != nullptr) next_->prev_ = prev_;
+  prev_ = next_ = nullptr;
 }
 
 HandleTable::Slot* HandleTable::SlotAt(uint32_t index) const {
@@ -17,6 +128,7 @@ HandleTable::Slot* HandleTable::SlotAt(uint32_t index) const {
 }
 
 uintptr_t HandleTable::Add(std::unique_ptr<HandlePayload> payload) {
+  FreeAfterForkIfNeeded();
   uint32_t index;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -43,6 +155,7 @@ uintptr_t HandleTable::Add(std::unique_ptr<HandlePayload> payload) {
 }
 
 HandleTable::Use HandleTable::Acquire(uintptr_t handle) {
+  FreeAfterForkIfNeeded();
   Use use;
   const uint32_t index = static_cast<uint32_t>(handle & 0xffffff);
   if (index == 0 || index > kChunkSize * kMaxChunks) return use;
@@ -59,6 +172,7 @@ HandleTable::Use HandleTable::Acquire(uintptr_t handle) {
                                           std::memory_order_acquire));
   use.table_ = this;
   use.slot_ = index - 1;
+  use.Link();
   return use;
 }
 
@@ -67,7 +181,10 @@ HandlePayload* HandleTable::Use::payload() const {
 }
 
 HandleTable::Use::~Use() {
-  if (table_ != nullptr) table_->DropUser(slot_);
+  if (table_ != nullptr) {
+    Unlink();
+    table_->DropUser(slot_);
+  }
 }
 
 void HandleTable::DropUser(uint32_t index) {
@@ -77,6 +194,7 @@ void HandleTable::DropUser(uint32_t index) {
 }
 
 bool HandleTable::Release(uintptr_t handle) {
+  FreeAfterForkIfNeeded();
   const uint32_t index = static_cast<uint32_t>(handle & 0xffffff);
   if (index == 0 || index > kChunkSize * kMaxChunks) return false;
   Slot* s = SlotAt(index - 1);

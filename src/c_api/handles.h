@@ -12,6 +12,16 @@
 // the generation and returns the slot to the free list. Slots live in
 // fixed chunks that never move.
 //
+// fork(): the table registers fork handlers (port/fork.h). A call in
+// flight on another thread at fork time leaves its handle's user count
+// raised in the child, where no thread will ever drop it: the handle could
+// never be freed, and destroying its controller would wait forever. Each
+// thread therefore keeps a list of the Uses it holds (on its stack); in
+// the child, every slot's count is set to the forking thread's own Uses of
+// it, and a released handle left with no user is freed on the child's
+// next call into the table (not in the handler: freeing may destroy a
+// controller).
+//
 // Thread safety: all methods are safe from any thread.
 
 #ifndef UMEMCG_SRC_C_API_HANDLES_H_
@@ -41,13 +51,12 @@ class HandleTable {
   // payload is freed once no call uses it any more.
   bool Release(uintptr_t handle);
 
-  // A live handle in use for the scope's duration.
+  // A live handle in use for the scope's duration. Lives on the stack of
+  // the thread that acquired it (linked into that thread's list).
   class Use {
    public:
     Use() = default;
-    Use(Use&& o) noexcept : table_(o.table_), slot_(o.slot_) {
-      o.table_ = nullptr;
-    }
+    Use(Use&& o) noexcept;
     Use& operator=(Use&&) = delete;
     ~Use();
     explicit operator bool() const { return table_ != nullptr; }
@@ -55,11 +64,19 @@ class HandleTable {
 
    private:
     friend class HandleTable;
+    void Link();
+    void Unlink();
     HandleTable* table_ = nullptr;
     uint32_t slot_ = 0;
+    Use* prev_ = nullptr;  // this thread's list of live Uses
+    Use* next_ = nullptr;
   };
   // Acquires `handle`; the Use is empty if the handle is stale or invalid.
   Use Acquire(uintptr_t handle);
+
+  // A mutex for the bookkeeping of the table's users (the C API's
+  // per-controller handle registries): fork-safe with the table.
+  std::mutex& owners_mu() { return owners_mu_; }
 
  private:
   static constexpr int kChunkBits = 12;
@@ -78,7 +95,21 @@ class HandleTable {
   void DropUser(uint32_t index);
   void Free(uint32_t index, uint64_t word);
 
+  // Fork handling (see above).
+  class ForkHandler;
+  friend class ForkHandler;
+  void ChildAfterFork();
+  // Frees released handles whose users were threads of the parent.
+  void FreeAfterForkIfNeeded() {
+    // Relaxed: set by the child's fork handler before any other thread of
+    // the child exists; re-checked under mu_.
+    if (free_after_fork_.load(std::memory_order_relaxed)) FreeAfterFork();
+  }
+  void FreeAfterFork();
+  std::atomic<bool> free_after_fork_{false};
+
   std::atomic<Slot*> chunks_[kMaxChunks] = {};
+  std::mutex owners_mu_;
   std::mutex mu_;  // guards free_ and chunk allocation
   std::vector<uint32_t> free_;
   uint32_t next_ = 0;

@@ -168,7 +168,7 @@ constexpr MemoryFile::Spec kFiles[] = {
 // the watchers list).
 struct PeakRegistry {
   static void Reset(Group& g, int64_t* mine) {
-    std::lock_guard<std::mutex> lock(g.peaks_mu_);
+    std::lock_guard<std::mutex> lock(g.controller_->peaks_mu_);
     PageCounter& c = g.memory_;
     const auto old_local = static_cast<int64_t>(c.local_watermark().raw());
     const auto usage = static_cast<int64_t>(c.usage().raw());
@@ -182,14 +182,14 @@ struct PeakRegistry {
     *mine = usage;
   }
   static int64_t Read(Group& g, const int64_t* mine) {
-    std::lock_guard<std::mutex> lock(g.peaks_mu_);
+    std::lock_guard<std::mutex> lock(g.controller_->peaks_mu_);
     if (*mine < 0) return static_cast<int64_t>(g.memory_.watermark().raw());
     return std::max(*mine,
                     static_cast<int64_t>(g.memory_.local_watermark().raw()));
   }
   static void Close(Group& g, int64_t* mine) {
     if (*mine < 0) return;
-    std::lock_guard<std::mutex> lock(g.peaks_mu_);
+    std::lock_guard<std::mutex> lock(g.controller_->peaks_mu_);
     auto& w = g.peak_watchers_;
     w.erase(std::remove(w.begin(), w.end(), mine), w.end());
   }

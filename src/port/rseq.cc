@@ -3,12 +3,15 @@
 #include "port/rseq.h"
 
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
-#include "umemcg/check.h"
+#include "port/cpu.h"
 
 namespace umemcg::internal {
 
@@ -18,6 +21,10 @@ static_assert(RSEQ_SIG == 0x53053053, "the abort signature in rseq.h");
 ptrdiff_t rseq_area_offset = 0;
 
 namespace {
+
+// Set once a fence failed for good (relaxed: a hint for new controllers;
+// correctness rests on each lock's closed bit).
+std::atomic<bool> fence_failed{false};
 
 long Membarrier(int cmd, unsigned flags, int cpu) {
   return syscall(__NR_membarrier, cmd, flags, cpu);
@@ -37,28 +44,84 @@ bool RegisterRseqFence() {
                     MEMBARRIER_CMD_FLAG_CPU, 0) == 0;
 }
 
+void SleepMs(int ms) {
+  timespec t{ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+// The fence by other means: after this, no section that was in flight on
+// `cpu` when the call began is still in flight (the fallback contract in
+// rseq.h).
+void ExcludeWithoutMembarrier(uint32_t cpu) {
+  cpu_set_t original;
+  if (sched_getaffinity(0, sizeof(original), &original) == 0 &&
+      cpu < CPU_SETSIZE) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    // Returns once this thread runs on `cpu` (the kernel migrates it
+    // first): whatever ran there was preempted.
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) {
+      (void)sched_setaffinity(0, sizeof(original), &original);
+      return;
+    }
+    // Not in this process's cpuset, or offline: no thread of the process
+    // runs there.
+    if (errno == EINVAL) return;
+  }
+  // Denied (a filter): a section runs a few instructions unpreempted.
+  SleepMs(kRseqGraceMs);
+}
+
 }  // namespace
 
 bool RseqCommitAvailable() {
   // Registration is process-wide and idempotent; done once.
   static const bool fence = RegisterRseqFence();
-  return fence && RseqAvailable();
+  return fence && RseqAvailable() &&
+         !fence_failed.load(std::memory_order_relaxed);
 }
 
-void RseqExclude(uint32_t cpu) {
+bool RseqFenceFailed() { return fence_failed.load(std::memory_order_relaxed); }
+
+void RseqExclude(uint32_t cpu, TryLock& held) {
+  // Closed by an earlier holder, whose exclusion of in-flight sections
+  // this one inherits: no commit guarded by `held` can succeed any more.
+  if (held.closed_for_rseq()) return;
   if (RseqCpuId() == cpu) return;  // the sections on `cpu` were preempted
-  while (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
-                    MEMBARRIER_CMD_FLAG_CPU, static_cast<int>(cpu)) != 0) {
-    // Registered and supported (RseqCommitAvailable): only EINTR-like
-    // transient failures remain; anything else would break exclusion.
-    UMEMCG_CHECK(errno == EINTR || errno == EAGAIN);
+  bool registered_again = false;
+  for (;;) {
+    if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+                   MEMBARRIER_CMD_FLAG_CPU, static_cast<int>(cpu)) == 0) {
+      return;
+    }
+    if (errno == EINTR || errno == EAGAIN) continue;
+    // EPERM also means "not registered": a fork child on a kernel whose
+    // children do not inherit the registration (they do on Linux 6.x;
+    // registering again is idempotent).
+    if (errno == EPERM && !registered_again) {
+      registered_again = true;
+      if (Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) ==
+          0) {
+        continue;
+      }
+    }
+    break;
   }
+  // Failed for good: close `held` (new sections see it), then wait out
+  // those that passed its check before (the system calls below order the
+  // close before them).
+  fence_failed.store(true, std::memory_order_relaxed);
+  held.CloseForRseq();
+  ExcludeWithoutMembarrier(cpu);
 }
 
 #else
 
 bool RseqCommitAvailable() { return false; }
-void RseqExclude(uint32_t) {}
+bool RseqFenceFailed() { return false; }
+void RseqExclude(uint32_t, TryLock&) {}
 
 #endif
 

@@ -18,6 +18,33 @@
 // RseqExclude(k) (or while running on k): that makes sure no critical
 // section that saw the lock free is still in flight on k.
 //
+// Fallback contract (every rseq user inherits it). RseqExclude fences with
+// membarrier(2). If a fence fails for good at any time (a seccomp filter
+// installed after start-up denies membarrier, a kernel that refuses it),
+// RseqExclude neither fails nor aborts. It closes the lock its caller
+// holds to rseq commits for good (TryLock::CloseForRseq sets a second bit
+// in the very byte every critical section checks for zero), then makes
+// sure no section that passed that check before is still in flight on the
+// lock's CPU: it runs the calling thread on that CPU once
+// (sched_setaffinity; a section cannot survive its CPU running another
+// thread, preemption restarts it). From then on every commit guarded by
+// that lock fails, its users take their locked paths, and later holders
+// need no fence (RseqExclude returns at once for a closed lock). So each
+// shard switches to its locked paths for good the first time a remote
+// holder cannot fence it; no hot-path instruction is added for this.
+// A CPU the thread may not run on (outside the process's cpuset, or
+// offline) runs no thread of this process either. If changing the
+// affinity is denied too, RseqExclude waits kRseqGraceMs instead: a
+// section is a few instructions run without preemption, so only a stall
+// the kernel cannot see (a hypervisor descheduling the virtual CPU inside
+// those instructions for longer than that) could outlast it (see
+// docs/design.md). Controllers created after a fence failed do not use
+// rseq commits at all (RseqCommitAvailable() is false).
+//
+// Any new rseq user inherits this by checking its TryLock's byte for zero
+// inside its critical section and fencing through RseqExclude with that
+// lock held (TryLockShard / LockShard below).
+//
 // Available on x86-64 with glibc's rseq registration and membarrier(2)
 // RSEQ fences (Linux 5.10+). Never under ThreadSanitizer, which cannot see
 // the assembly's accesses (the callers then take their locked paths).
@@ -31,6 +58,7 @@
 #include <cstdint>
 
 #include "port/cpu.h"
+#include "port/try_lock.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
@@ -56,9 +84,15 @@ enum class RseqResult : uint8_t {
 };
 
 // True when RseqCompareStore and RseqExclude work in this process: built
-// for it, rseq registered by glibc for this thread, and membarrier's RSEQ
-// fence registered (done once, on the first call).
+// for it, rseq registered by glibc for this thread, membarrier's RSEQ
+// fence registered (done once, on the first call), and no fence failed
+// since (see the fallback contract above).
 bool RseqCommitAvailable();
+
+// RseqExclude's wait when the calling thread cannot run on the CPU.
+inline constexpr int kRseqGraceMs = 50;
+// True once a fence failed for good in this process (tests).
+bool RseqFenceFailed();
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
@@ -143,12 +177,15 @@ mismatch:
 #endif
 
 // Waits until no rseq critical section of this process that started
-// before the call is still in flight on CPU `cpu` (membarrier(2)
-// MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ with MEMBARRIER_CMD_FLAG_CPU; the
-// kernel restarts such a section). Costs a system call and at most one
-// inter-processor interrupt. A no-op when the calling thread runs on `cpu`.
-// REQUIRES: RseqCommitAvailable().
-void RseqExclude(uint32_t cpu);
+// before the call and checks `held` is still in flight on CPU `cpu`
+// (membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ with
+// MEMBARRIER_CMD_FLAG_CPU; the kernel restarts such a section). Costs a
+// system call and at most one inter-processor interrupt. A no-op when the
+// calling thread runs on `cpu` or `held` is closed to rseq. When the fence
+// fails for good, closes `held` instead (see the fallback contract above);
+// never fails, never aborts. REQUIRES: the caller holds `held`, the lock
+// its sections on `cpu` check; RseqCommitAvailable() was true once.
+void RseqExclude(uint32_t cpu, TryLock& held);
 
 // The locked paths of a per-CPU structure whose hits commit through rseq:
 // the shard's TryLock, then (when `fenced`) RseqExclude of its CPU, so no
@@ -157,13 +194,13 @@ void RseqExclude(uint32_t cpu);
 template <typename Shards>
 int TryLockShard(Shards& shards, int k, bool fenced) {
   if (!shards[k].lock.try_lock()) return -1;
-  if (fenced) RseqExclude(static_cast<uint32_t>(k));
+  if (fenced) RseqExclude(static_cast<uint32_t>(k), shards[k].lock);
   return k;
 }
 template <typename Shards>
 void LockShard(Shards& shards, int k, bool fenced) {
   shards[k].lock.lock();
-  if (fenced) RseqExclude(static_cast<uint32_t>(k));
+  if (fenced) RseqExclude(static_cast<uint32_t>(k), shards[k].lock);
 }
 
 }  // namespace umemcg::internal

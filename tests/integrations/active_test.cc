@@ -30,11 +30,11 @@ TEST(ActiveGroupScopeTest, NestedScopesRestoreTheEnclosingOne) {
   {
     ActiveGroupScope outer(*a);
     EXPECT_EQ(ActiveGroup(), a.get());
-    EXPECT_EQ(ActiveObjCgroup(), a->objcg());
+    EXPECT_EQ(ActiveObjCgroup(), a->GetObjCgroup().get());
     {
       ActiveGroupScope inner(*b);
       EXPECT_EQ(ActiveGroup(), b.get());
-      EXPECT_EQ(ActiveObjCgroup(), b->objcg());
+      EXPECT_EQ(ActiveObjCgroup(), b->GetObjCgroup().get());
       {
         ActiveGroupScope again(*a);  // the same group twice in the stack
         EXPECT_EQ(ActiveGroup(), a.get());
@@ -42,7 +42,7 @@ TEST(ActiveGroupScopeTest, NestedScopesRestoreTheEnclosingOne) {
       EXPECT_EQ(ActiveGroup(), b.get());
     }
     EXPECT_EQ(ActiveGroup(), a.get());
-    EXPECT_EQ(ActiveObjCgroup(), a->objcg());
+    EXPECT_EQ(ActiveObjCgroup(), a->GetObjCgroup().get());
   }
   EXPECT_EQ(ActiveGroup(), nullptr);
   EXPECT_EQ(ActiveObjCgroup(), nullptr);
@@ -61,7 +61,7 @@ TEST(ActiveGroupScopeTest, DefaultGroupAndNullScope) {
     {
       ActiveGroupScope back_to_default(nullptr);
       EXPECT_EQ(ActiveGroup(), d.get());
-      EXPECT_EQ(ActiveObjCgroup(), d->objcg());
+      EXPECT_EQ(ActiveObjCgroup(), d->GetObjCgroup().get());
     }
     // Changing the default under a live scope does not change the scope.
     SetThreadDefaultGroup(nullptr);
@@ -110,7 +110,7 @@ TEST(ActiveGroupScopeTest, RemovedGroupResolvesToTheParentsObjcg) {
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
   ActiveGroupScope s(*c);
   EXPECT_EQ(ActiveGroup(), c.get());
-  EXPECT_EQ(ActiveObjCgroup(), p->objcg());
+  EXPECT_EQ(ActiveObjCgroup(), p->GetObjCgroup().get());
 }
 
 TEST(ActiveGroupScopeTest, RemovalDuringAScopeChargesTheParent) {

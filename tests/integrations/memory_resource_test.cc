@@ -35,12 +35,12 @@ TEST(MemoryResourceTest, ChargesHeaderAndBlockAndUnchargesExactly) {
   TestController t;
   GroupRef g = t.Make("g");
   MemoryResource res(*g);
-  EXPECT_EQ(res.objcg(), g->objcg());
+  EXPECT_EQ(res.objcg(), g->GetObjCgroup().get());
   std::vector<std::pair<void*, size_t>> blocks;
   int64_t expect = 0;
   for (size_t size : {1, 7, 16, 100, 4096, 5000, 70000}) {
     void* p = res.allocate(size);
-    EXPECT_EQ(MemoryResource::OwnerOf(p), g->objcg());
+    EXPECT_EQ(MemoryResource::OwnerOf(p), g->GetObjCgroup().get());
     EXPECT_EQ(MemoryResource::ChargedSizeOf(p), size + 16);
     expect += static_cast<int64_t>(size + 16);
     blocks.push_back({p, size});
@@ -87,10 +87,10 @@ TEST(MemoryResourceTest, ActiveModeChargesTheActiveGroupOrTheFallback) {
     to_a = res.allocate(200);
     to_a2 = none.allocate(300);
   }
-  EXPECT_EQ(MemoryResource::OwnerOf(to_fb), fb->objcg());
+  EXPECT_EQ(MemoryResource::OwnerOf(to_fb), fb->GetObjCgroup().get());
   EXPECT_EQ(MemoryResource::OwnerOf(to_nothing), nullptr);
-  EXPECT_EQ(MemoryResource::OwnerOf(to_a), a->objcg());
-  EXPECT_EQ(MemoryResource::OwnerOf(to_a2), a->objcg());
+  EXPECT_EQ(MemoryResource::OwnerOf(to_a), a->GetObjCgroup().get());
+  EXPECT_EQ(MemoryResource::OwnerOf(to_a2), a->GetObjCgroup().get());
   t.Drain();
   EXPECT_EQ(Slab(*fb), 116);
   EXPECT_EQ(Slab(*a), 216 + 316);
@@ -185,7 +185,7 @@ TEST(MemoryResourceTest, FixedResourceOnARemovedGroupChargesTheParent) {
   GroupRef c = t.Make("p/c");
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
   MemoryResource res(*c);
-  EXPECT_EQ(res.objcg(), p->objcg());
+  EXPECT_EQ(res.objcg(), p->GetObjCgroup().get());
   void* b = res.allocate(5000);
   t.Drain();
   EXPECT_EQ(p->usage(), Pages(2));
@@ -331,7 +331,7 @@ TEST(AllocatorTest, DefaultAllocatorChargesTheActiveGroup) {
     ActiveGroupScope s(*a);
     std::vector<int, Allocator<int>> v;
     v.resize(1000);
-    EXPECT_EQ(MemoryResource::OwnerOf(v.data()), a->objcg());
+    EXPECT_EQ(MemoryResource::OwnerOf(v.data()), a->GetObjCgroup().get());
     t.Drain();
     EXPECT_EQ(Slab(*a), 4016);
   }

@@ -67,7 +67,7 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
 
   // Index = model id. Groups and objcg handles are kept until the end.
   std::vector<GroupRef> groups{GroupRef(&ctrl->root())};
-  std::vector<ObjCgroupRef> objcgs{ObjCgroupRef(ctrl->root().objcg())};
+  std::vector<ObjCgroupRef> objcgs{ctrl->root().GetObjCgroup()};
   std::vector<Obj> live;
 
   auto quiescent = [&](int step) {
@@ -101,7 +101,7 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
       auto g = ctrl->CreateGroup(*groups[parent], name);
       ASSERT_TRUE(g.ok());
       groups.push_back(g.value());
-      objcgs.emplace_back(groups.back()->objcg());
+      objcgs.push_back(groups.back()->GetObjCgroup());
       ASSERT_EQ(static_cast<GroupId>(groups.size()) - 1, id);
     } else if (op < 8) {
       if (m.size() < 2) continue;

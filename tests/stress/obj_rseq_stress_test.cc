@@ -59,7 +59,7 @@ TEST_P(ObjRseqStressTest, BalancedAtQuiescence) {
   std::vector<ObjCgroupRef> objcgs;
   for (const char* name : {"a", "b", "c"}) {
     groups.push_back(ctrl->CreateGroup(ctrl->root(), name).value());
-    objcgs.emplace_back(groups.back()->objcg());
+    objcgs.push_back(groups.back()->GetObjCgroup());
   }
   const int nr_threads =
       2 * static_cast<int>(std::thread::hardware_concurrency()) + 1;

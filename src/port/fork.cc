@@ -1,0 +1,113 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "port/fork.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "umemcg/check.h"
+
+namespace umemcg::internal {
+
+// The registered participants: an intrusive list guarded by `mu`, which
+// the prepare handler holds until the parent's or the child's handler.
+struct ForkRegistry {
+  static std::mutex mu;
+  static ForkParticipant* head;  // guarded by mu
+  static ForkParticipant* tail;  // guarded by mu
+  static std::atomic<uint64_t> generation;
+
+  static void Prepare() {
+    mu.lock();
+    for (ForkParticipant* p = head; p != nullptr; p = p->next_) {
+      p->PrepareFork();
+    }
+  }
+  static void Parent() {
+    for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
+      p->ParentAfterFork();
+    }
+    mu.unlock();
+  }
+  static void Child() {
+    // Relaxed: only this thread exists.
+    generation.fetch_add(1, std::memory_order_relaxed);
+    for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
+      p->ChildAfterFork();
+    }
+    // Locked by this same thread in Prepare (the child's copy of it).
+    mu.unlock();
+  }
+};
+
+constinit std::mutex ForkRegistry::mu;
+constinit ForkParticipant* ForkRegistry::head = nullptr;
+constinit ForkParticipant* ForkRegistry::tail = nullptr;
+constinit std::atomic<uint64_t> ForkRegistry::generation{0};
+
+namespace {
+
+constinit thread_local HeldAcrossCallback* tls_held = nullptr;
+
+void InstallHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    UMEMCG_CHECK(pthread_atfork(&ForkRegistry::Prepare, &ForkRegistry::Parent,
+                                &ForkRegistry::Child) == 0);
+  });
+}
+
+}  // namespace
+
+void RegisterForFork(ForkParticipant* participant) {
+  InstallHandlers();
+  std::lock_guard<std::mutex> lock(ForkRegistry::mu);
+  participant->prev_ = ForkRegistry::tail;
+  participant->next_ = nullptr;
+  if (ForkRegistry::tail != nullptr) {
+    ForkRegistry::tail->next_ = participant;
+  } else {
+    ForkRegistry::head = participant;
+  }
+  ForkRegistry::tail = participant;
+}
+
+void UnregisterForFork(ForkParticipant* participant) {
+  std::lock_guard<std::mutex> lock(ForkRegistry::mu);
+  if (participant->prev_ != nullptr) {
+    participant->prev_->next_ = participant->next_;
+  } else {
+    ForkRegistry::head = participant->next_;
+  }
+  if (participant->next_ != nullptr) {
+    participant->next_->prev_ = participant->prev_;
+  } else {
+    ForkRegistry::tail = participant->prev_;
+  }
+  participant->prev_ = participant->next_ = nullptr;
+}
+
+uint64_t ForkGeneration() {
+  // Relaxed: changes only in a child's handler, before any other thread
+  // of that child exists.
+  return ForkRegistry::generation.load(std::memory_order_relaxed);
+}
+
+HeldAcrossCallback::HeldAcrossCallback(const void* lock)
+    : lock_(lock), prev_(tls_held) {
+  tls_held = this;
+}
+
+HeldAcrossCallback::~HeldAcrossCallback() { tls_held = prev_; }
+
+int HeldAcrossCallback::CountHeldByThisThread(const void* lock) {
+  int n = 0;
+  for (const HeldAcrossCallback* h = tls_held; h != nullptr; h = h->prev_) {
+    if (h->lock_ == lock) ++n;
+  }
+  return n;
+}
+
+}  // namespace umemcg::internal
