@@ -89,6 +89,12 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   info.stats_flush_mode = options.stats_flush_mode;
   info.stats_flush_period = options.stats_flush_period;
   info.stats_update_early_stop = options.stats_update_early_stop;
+  if (options.high_work != HighWorkMode::kThread &&
+      options.high_work != HighWorkMode::kManual &&
+      options.high_work != HighWorkMode::kNone) {
+    return Invalid("unknown high_work mode");
+  }
+  info.high_work = options.high_work;
   info.nr_stat_items = stat_names.size();
 
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
@@ -114,6 +120,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ctrl->live_groups_.fetch_add(1, std::memory_order_relaxed);
   ctrl->CreateObjCgroup(ctrl->root_);
   ctrl->rstat_->StartFlusher(ctrl->root_->stats_);
+  internal::ControllerImpl::StartHighWork(ctrl.get());
   return ctrl;
 }
 
@@ -132,7 +139,9 @@ Controller::~Controller() {
   if (auto observers = observers_.exchange(nullptr)) {
     for (const auto& o : *observers) o->OnControllerDestroy();
   }
-  // No thread is left behind: the flusher stops before anything is freed.
+  // No thread is left behind: the high-work worker and the flusher stop
+  // before anything is freed (queued work is dropped).
+  internal::ControllerImpl::StopHighWork(this);
   rstat_->StopFlusher();
   // Take every group offline bottom-up, then drain and free.
   std::vector<Group*> stack{root_};
@@ -288,6 +297,12 @@ void Controller::Reap() {
       // No update can follow: nobody holds a reference.
       rstat_->FlushSubtree(g->stats_);
       Group* parent = g->parent_;
+      // Kernel: css_release_work_fn() uncounts a dying cgroup when freed.
+      if (g->counted_dying_) {
+        for (Group* a = parent; a != nullptr; a = a->parent_) {
+          a->nr_dying_descendants_.fetch_sub(1, std::memory_order_relaxed);
+        }
+      }
       delete g;
       live_groups_.fetch_sub(1, std::memory_order_relaxed);
       // May queue the parent (pushed on to_free_; the outer loop sees it).
@@ -328,6 +343,10 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     auto* g = new Group(this, &parent, std::string(name), next_id_++);
     live_groups_.fetch_add(1, std::memory_order_relaxed);
     parent.children_.push_back(g);  // the tree's reference (refs_ = 1)
+    // Kernel: cgroup_create() counts the new cgroup in every ancestor.
+    for (Group* a = &parent; a != nullptr; a = a->parent_) {
+      a->nr_descendants_.fetch_add(1, std::memory_order_relaxed);
+    }
     CreateObjCgroup(g);
     ref = GroupRef(g);
   }
@@ -392,6 +411,13 @@ Status Controller::RemoveGroup(Group& group) {
     group.reclaimers_.clear();
     group.memory_.SetMin(Pages(0));
     group.memory_.SetLow(Pages(0));
+    // Kernel: cgroup_destroy_locked() moves it from the ancestors' live
+    // count to their dying count, until it is freed (Reap).
+    group.counted_dying_ = true;
+    for (Group* a = group.parent_; a != nullptr; a = a->parent_) {
+      a->nr_descendants_.fetch_sub(1, std::memory_order_relaxed);
+      a->nr_dying_descendants_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   stock_->DrainAll(&group);
   // Flushes the kmem caches of the group; slots of its objcgs now belong
