@@ -5,11 +5,11 @@
 // directory (a umemcg FUSE mount, or a real hierarchy such as
 // /sys/fs/cgroup); and ServeMetrics, an HTTP endpoint serving /metrics.
 //
-// Both sources are read through the memory files they have in common
+// Both sources are read through the files they have in common
 // (memory.current, .min, .low, .high, .max, .peak, .events, .events.local,
-// .stat), so one collector and one formatter serve the library's server and
-// the `umemcg metrics` command, and a mount reads back exactly like the
-// controller behind it.
+// .stat, and cgroup.events and cgroup.stat), so one collector and one
+// formatter serve the library's server and the `umemcg metrics` command,
+// and a mount reads back exactly like the controller behind it.
 //
 // Exposition (all per group, label group="a/b", "/" for the root):
 //   umemcg_memory_{current,min,low,high,max,peak}_bytes   gauges; +Inf for
@@ -19,6 +19,8 @@
 //   umemcg_memory_stat{item="anon"}                       memory.stat values
 //                                                         (bytes or counts,
 //                                                         as the file has)
+//   umemcg_cgroup_events{event="populated"}               cgroup.events
+//   umemcg_cgroup_stat{item="nr_dying_descendants"}       cgroup.stat
 //   umemcg_controller_info{batch,cpus,cpu_source,...} 1   controller only
 //   umemcg_controller_batch_pages, umemcg_controller_cpus
 // A file a group lacks (the root has no memory.current, a kernel group may
@@ -99,6 +101,8 @@ struct GroupSample {
   std::vector<std::pair<std::string, uint64_t>> events;
   std::vector<std::pair<std::string, uint64_t>> events_local;
   std::vector<std::pair<std::string, uint64_t>> stat;
+  std::vector<std::pair<std::string, uint64_t>> cgroup_events;
+  std::vector<std::pair<std::string, uint64_t>> cgroup_stat;
 };
 
 struct MetricsSnapshot {
@@ -111,6 +115,8 @@ struct MetricsSnapshot {
 struct CollectOptions {
   // Read memory.stat (the largest file) too.
   bool stat = true;
+  // Read cgroup.events and cgroup.stat too.
+  bool cgroup = true;
   // Stop after this many groups (a bound for huge hierarchies).
   size_t max_groups = 100000;
 };

@@ -71,6 +71,10 @@ GroupSample ReadSample(TreeReader& r, std::string path, int depth,
   s.events = ReadKeyed(r, s.path, "memory.events");
   s.events_local = ReadKeyed(r, s.path, "memory.events.local");
   if (options.stat) s.stat = ReadKeyed(r, s.path, "memory.stat");
+  if (options.cgroup) {
+    s.cgroup_events = ReadKeyed(r, s.path, "cgroup.events");
+    s.cgroup_stat = ReadKeyed(r, s.path, "cgroup.stat");
+  }
   return s;
 }
 
@@ -167,6 +171,13 @@ constexpr KeyedFamily kKeyedFamilies[] = {
      "memory.stat items of the group's subtree (bytes, or counts for event "
      "items).",
      "item", &GroupSample::stat},
+    {"umemcg_cgroup_events", "gauge",
+     "cgroup.events of the group (populated: the subtree has memory charged "
+     "in umemcg, a live task in the kernel; frozen).",
+     "event", &GroupSample::cgroup_events},
+    {"umemcg_cgroup_stat", "gauge",
+     "cgroup.stat of the group (live and dying descendants).", "item",
+     &GroupSample::cgroup_stat},
 };
 
 const char* FlushModeName(StatsFlushMode mode) {
