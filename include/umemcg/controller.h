@@ -14,7 +14,10 @@
 // (CreateGroup, RemoveGroup) take an exclusive tree lock; lookups and
 // reclaim walks take it shared. Destroying the controller requires that no
 // other thread uses it and that every GroupRef and ObjCgroupRef of it has been
-// released.
+// released. A controller runs up to two threads of its own, stopped before
+// the destructor frees anything: the statistics flusher
+// (stats_flush_period) and the memory.high worker (HighWorkMode::kThread),
+// which calls reclaimers.
 
 #ifndef UMEMCG_CONTROLLER_H_
 #define UMEMCG_CONTROLLER_H_

@@ -126,7 +126,8 @@ static_assert(sizeof(ChargeResult) == 16);
 // ---- Callbacks ----
 
 // The application's reclaim hook for a group (kernel: a shrinker over the
-// group's LRU). Called by the charge path, memory.high handling and
+// group's LRU). Called by the charge path, memory.high handling (also on
+// the controller's high-work thread, see HighWorkMode) and
 // SetMax/SetHigh/Reclaim with the controller's tree lock held shared.
 // Implementations free memory and uncharge it from the group, then report
 // how much they freed. They must not create or remove groups or change
