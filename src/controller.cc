@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 
 #include "charge_stock.h"
 #include "controller_impl.h"
@@ -446,9 +447,11 @@ Status Controller::CheckInvariants() {
   }
   std::shared_lock<std::shared_mutex> lock(tree_mu_);
   std::vector<Group*> stack{root_};
+  std::vector<Group*> all;  // every online group, for cgroup.stat below
   while (!stack.empty()) {
     Group* g = stack.back();
     stack.pop_back();
+    all.push_back(g);
     uint64_t children_usage = 0;
     uint64_t children_min = 0;
     uint64_t children_low = 0;
@@ -477,6 +480,21 @@ Status Controller::CheckInvariants() {
         (m.min_usage() != std::min(m.usage(), m.min()) ||
          m.low_usage() != std::min(m.usage(), m.low()))) {
       return fail(*g, "protected usage out of date");
+    }
+  }
+  // cgroup.stat: each group's nr_descendants is its online descendants.
+  std::unordered_map<const Group*, int64_t> descendants;
+  for (const Group* g : all) {
+    for (const Group* a = g->parent_; a != nullptr; a = a->parent_) {
+      ++descendants[a];
+    }
+  }
+  for (const Group* g : all) {
+    if (g->nr_descendants() != descendants[g]) {
+      return fail(*g, "nr_descendants is not its online descendants");
+    }
+    if (g->nr_dying_descendants() < 0) {
+      return fail(*g, "negative nr_dying_descendants");
     }
   }
   return Status::Ok();

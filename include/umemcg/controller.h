@@ -229,9 +229,10 @@ class UMEMCG_EXPORT Controller {
   // Validates the structure at a quiescent point (no concurrent charges,
   // uncharges or limit changes): each group's usage covers its online
   // children's, each parent's children_min/low_usage equals the sum of its
-  // online children's protected usage, and every stock slot is within one
-  // batch and held by a live group. Returns kFailedPrecondition naming the
-  // first violation. Walks the whole tree and every CPU's stock.
+  // online children's protected usage, each group's nr_descendants counts
+  // its online descendants, and every stock slot is within one batch and
+  // held by a live group. Returns kFailedPrecondition naming the first
+  // violation. Walks the whole tree and every CPU's stock.
   Status CheckInvariants();
 
   // Frees groups whose last reference went since the last tree operation.
