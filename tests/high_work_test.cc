@@ -168,7 +168,8 @@ TEST(HighWorkTest, PenaltyAccountingIsUnchanged) {
     ASSERT_TRUE(g->AddReclaimer(&r).ok());
     ChargeNonBlocking(r, 96);
     pending[m] = internal::tls_charge.pages_over_high;
-    EXPECT_EQ(internal::tls_charge.over_high_group, g.get());
+    const Group* pending_group = internal::tls_charge.over_high_group;
+    EXPECT_EQ(pending_group, g.get());
     if (modes[m] == HighWorkMode::kNone) {
       EXPECT_EQ(t.ctrl->high_work_queued(), 0u);
       EXPECT_EQ(t.ctrl->RunHighWork(), 0u);
