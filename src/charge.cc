@@ -136,7 +136,11 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
 
   // done_restock:
   if (batch > n) stock.Refill(g, batch - n);
-  HighCheck(g, batch);
+  if (Group* over_high = HighCheck(g, batch);
+      over_high != nullptr && !may_reclaim) {
+    // This charge cannot reclaim: another thread will (kernel: high_work).
+    ScheduleHighWork(over_high);
+  }
   if (tls_charge.pages_over_high > static_cast<uint64_t>(stock.batch()) &&
       tls_charge.over_high_group == g && tls_charge.in_reclaim == 0 &&
       may_reclaim) {

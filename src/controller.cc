@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 
 #include "charge_stock.h"
 #include "controller_impl.h"
@@ -90,6 +91,12 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   info.stats_flush_mode = options.stats_flush_mode;
   info.stats_flush_period = options.stats_flush_period;
   info.stats_update_early_stop = options.stats_update_early_stop;
+  if (options.high_work != HighWorkMode::kThread &&
+      options.high_work != HighWorkMode::kManual &&
+      options.high_work != HighWorkMode::kNone) {
+    return Invalid("unknown high_work mode");
+  }
+  info.high_work = options.high_work;
   info.nr_stat_items = stat_names.size();
 
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
@@ -116,6 +123,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ctrl->CreateObjCgroup(ctrl->root_);
   ctrl->drainer_ = std::make_unique<internal::StockDrainer>(ctrl.get());
   ctrl->rstat_->StartFlusher(ctrl->root_->stats_);
+  internal::ControllerImpl::StartHighWork(ctrl.get());
   // Last: the fork handlers may use everything above from now on.
   ctrl->fork_handler_ =
       std::make_unique<internal::ControllerForkHandler>(ctrl.get());
@@ -140,7 +148,9 @@ Controller::~Controller() {
   if (auto observers = observers_.exchange(nullptr)) {
     for (const auto& o : *observers) o->OnControllerDestroy();
   }
-  // No thread is left behind: the flusher stops before anything is freed.
+  // No thread is left behind: the high-work worker and the flusher stop
+  // before anything is freed (queued work is dropped).
+  internal::ControllerImpl::StopHighWork(this);
   rstat_->StopFlusher();
   // Take every group offline bottom-up, then drain and free.
   std::vector<Group*> stack{root_};
@@ -368,6 +378,12 @@ void Controller::Reap() {
       // No update can follow: nobody holds a reference.
       rstat_->FlushSubtree(g->stats_);
       Group* parent = g->parent_;
+      // Kernel: css_release_work_fn() uncounts a dying cgroup when freed.
+      if (g->counted_dying_) {
+        for (Group* a = parent; a != nullptr; a = a->parent_) {
+          a->nr_dying_descendants_.fetch_sub(1, std::memory_order_relaxed);
+        }
+      }
       delete g;
       live_groups_.fetch_sub(1, std::memory_order_relaxed);
       // May queue the parent (pushed on to_free_; the outer loop sees it).
@@ -408,6 +424,10 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     auto* g = new Group(this, &parent, std::string(name), next_id_++);
     live_groups_.fetch_add(1, std::memory_order_relaxed);
     parent.children_.push_back(g);  // the tree's reference (refs_ = 1)
+    // Kernel: cgroup_create() counts the new cgroup in every ancestor.
+    for (Group* a = &parent; a != nullptr; a = a->parent_) {
+      a->nr_descendants_.fetch_add(1, std::memory_order_relaxed);
+    }
     CreateObjCgroup(g);
     ref = GroupRef(g);
   }
@@ -472,6 +492,13 @@ Status Controller::RemoveGroup(Group& group) {
     group.reclaimers_.clear();
     group.memory_.SetMin(Pages(0));
     group.memory_.SetLow(Pages(0));
+    // Kernel: cgroup_destroy_locked() moves it from the ancestors' live
+    // count to their dying count, until it is freed (Reap).
+    group.counted_dying_ = true;
+    for (Group* a = group.parent_; a != nullptr; a = a->parent_) {
+      a->nr_descendants_.fetch_sub(1, std::memory_order_relaxed);
+      a->nr_dying_descendants_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   stock_->DrainAll(&group);
   // Flushes the kmem caches of the group; slots of its objcgs now belong
@@ -500,9 +527,11 @@ Status Controller::CheckInvariants() {
   }
   std::shared_lock<std::shared_mutex> lock(tree_mu_);
   std::vector<Group*> stack{root_};
+  std::vector<Group*> all;  // every online group, for cgroup.stat below
   while (!stack.empty()) {
     Group* g = stack.back();
     stack.pop_back();
+    all.push_back(g);
     uint64_t children_usage = 0;
     uint64_t children_min = 0;
     uint64_t children_low = 0;
@@ -531,6 +560,21 @@ Status Controller::CheckInvariants() {
         (m.min_usage() != std::min(m.usage(), m.min()) ||
          m.low_usage() != std::min(m.usage(), m.low()))) {
       return fail(*g, "protected usage out of date");
+    }
+  }
+  // cgroup.stat: each group's nr_descendants is its online descendants.
+  std::unordered_map<const Group*, int64_t> descendants;
+  for (const Group* g : all) {
+    for (const Group* a = g->parent_; a != nullptr; a = a->parent_) {
+      ++descendants[a];
+    }
+  }
+  for (const Group* g : all) {
+    if (g->nr_descendants() != descendants[g]) {
+      return fail(*g, "nr_descendants is not its online descendants");
+    }
+    if (g->nr_dying_descendants() < 0) {
+      return fail(*g, "negative nr_dying_descendants");
     }
   }
   return Status::Ok();

@@ -74,6 +74,7 @@ void ControllerForkHandler::ChildAfterFork() {
   const bool oom = HeldAcrossCallback::CountHeldByThisThread(&c.oom_mu_) > 0;
   ReinitInForkChild(c.oom_mu_);
   if (oom) c.oom_mu_.lock();
+  ControllerImpl::HighWorkChildAfterFork(&c);
 }
 
 }  // namespace umemcg::internal

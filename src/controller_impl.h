@@ -123,9 +123,23 @@ class ControllerImpl {
   static bool OutOfMemory(Group* over, uint64_t n);
 
   // After a successful batch charge: record memory.high overage on the
-  // thread. Kernel: mem_cgroup_handle_over_high's detection in
-  // try_charge_memcg.
-  static void HighCheck(Group* g, uint64_t batch);
+  // thread. Returns the first level (g or an ancestor) over its high, or
+  // null. Kernel: the over-high detection in try_charge_memcg.
+  static Group* HighCheck(Group* g, uint64_t batch);
+  // Queues memory.high work for `g` unless already queued (kernel:
+  // schedule_work(&memcg->high_work)) and wakes whoever runs it. A slow
+  // path of non-blocking charges: no lock, no allocation.
+  static void ScheduleHighWork(Group* g);
+  // Takes the whole queue / runs the work of each group on a taken list
+  // (kernel: high_work_func). RunHighWorkList returns the groups run.
+  static Group* PopHighWork(Controller& ctrl);
+  static size_t RunHighWorkList(Controller& ctrl, Group* list);
+  // The worker thread of HighWorkMode::kThread.
+  static void HighWorkerMain(Controller* ctrl);
+  // Starts / stops (joins) the worker; drops what is still queued.
+  static void StartHighWork(Controller* ctrl);
+  static void StopHighWork(Controller* ctrl);
+  static void HighWorkChildAfterFork(Controller* ctrl);
   // Kernel: mem_cgroup_handle_over_high(). Consumes the thread's pending
   // overage; returns the penalty (slept unless kNoThrottle).
   static std::chrono::milliseconds HandleOverHigh(Group* g, ChargeFlags flags);

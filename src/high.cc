@@ -9,10 +9,21 @@
 // handler on return to user space; here it runs synchronously in the charge
 // (as the kernel does past one batch) or when the application calls
 // Group::HandleOverHigh at a safe point.
+//
+// High work. A charge that may not block (no kMayReclaim) cannot reclaim,
+// and may come from a thread that never reaches a safe point: like the
+// kernel for charges that cannot block (schedule_work(&memcg->high_work)
+// in try_charge_memcg, high_work_func), it queues the over-high group for
+// one batch of reclaim_high on another thread: the controller's worker
+// (HighWorkMode::kThread) or the application's (kManual, RunHighWork).
+// The thread's pending overage is recorded as before, so the penalty it
+// owes is the same; the work only reclaims.
 
 #include <algorithm>
+#include <thread>
 
 #include "controller_impl.h"
+#include "port/fork.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -47,7 +58,7 @@ uint64_t HighDelayMs(uint64_t overage, uint64_t nr_pages, uint64_t batch) {
   return scaled > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(scaled);
 }
 
-void ControllerImpl::HighCheck(Group* g, uint64_t batch) {
+Group* ControllerImpl::HighCheck(Group* g, uint64_t batch) {
   for (Group* m = g; m != nullptr; m = m->parent_) {
     if (m->memory_.usage() > m->memory_.high()) {
       if (tls_charge.over_high_group != g) {
@@ -57,9 +68,10 @@ void ControllerImpl::HighCheck(Group* g, uint64_t batch) {
         tls_charge.pages_over_high = 0;
       }
       tls_charge.pages_over_high += batch;
-      return;
+      return m;
     }
   }
+  return nullptr;
 }
 
 uint64_t ControllerImpl::MaxOverage(const Group* g) {
@@ -87,6 +99,119 @@ uint64_t ReclaimHigh(Group* g, uint64_t n) {
 }
 
 }  // namespace
+
+size_t ControllerImpl::RunHighWorkList(Controller& ctrl, Group* list) {
+  // The stack pops newest first; run in queueing order.
+  Group* fifo = nullptr;
+  while (list != nullptr) {
+    Group* next = list->next_high_work_;
+    list->next_high_work_ = fifo;
+    fifo = list;
+    list = next;
+  }
+  const auto batch = static_cast<uint64_t>(ctrl.info().batch);
+  size_t n = 0;
+  while (fifo != nullptr) {
+    Group* g = fifo;
+    fifo = g->next_high_work_;
+    g->next_high_work_ = nullptr;
+    // Cleared before the reclaim, as a kernel work item is no longer
+    // pending once it runs: a charge over high meanwhile queues it again.
+    // Release pairs with the scheduler's acq_rel exchange.
+    g->high_work_pending_.store(false, std::memory_order_release);
+    if (g->online() && !g->is_root()) (void)ReclaimHigh(g, batch);
+    g->Put();  // the queue's reference
+    ++n;
+  }
+  return n;
+}
+
+Group* ControllerImpl::PopHighWork(Controller& ctrl) {
+  // The whole stack at once: no ABA (nobody pops a single entry).
+  Group* list = ctrl.high_work_.exchange(nullptr, std::memory_order_acquire);
+  size_t popped = 0;
+  for (Group* g = list; g != nullptr; g = g->next_high_work_) ++popped;
+  // Relaxed: a statistic (Controller::high_work_queued).
+  if (popped != 0) {
+    ctrl.high_work_queued_.fetch_sub(popped, std::memory_order_relaxed);
+  }
+  return list;
+}
+
+void ControllerImpl::ScheduleHighWork(Group* g) {
+  Controller& ctrl = *g->controller_;
+  if (ctrl.info_.high_work == HighWorkMode::kNone) return;
+  // Already queued and not yet taken: nothing to do (schedule_work on a
+  // pending work item).
+  if (g->high_work_pending_.exchange(true, std::memory_order_acq_rel)) return;
+  g->Get();  // the queue's reference
+  ctrl.high_work_queued_.fetch_add(1, std::memory_order_relaxed);
+  // Treiber push, as Controller::ReleaseGroup.
+  Group* head = ctrl.high_work_.load(std::memory_order_relaxed);
+  do {
+    g->next_high_work_ = head;
+  } while (!ctrl.high_work_.compare_exchange_weak(
+      head, g, std::memory_order_release, std::memory_order_relaxed));
+  if (ctrl.info_.high_work == HighWorkMode::kThread) {
+    // A fork child starts its worker here, once (the exchange elects one
+    // thread; the relaxed load keeps the common case a plain read).
+    if (ctrl.restart_high_worker_.load(std::memory_order_relaxed) &&
+        ctrl.restart_high_worker_.exchange(false, std::memory_order_acq_rel)) {
+      ctrl.high_worker_ = std::thread(HighWorkerMain, &ctrl);
+    }
+    // Release: the worker's acquire load of the sequence sees the push.
+    // notify_one makes a futex call only while the worker waits.
+    ctrl.high_work_seq_.fetch_add(1, std::memory_order_release);
+    ctrl.high_work_seq_.notify_one();
+  } else if (head == nullptr && ctrl.options_.high_work_notify) {
+    ctrl.options_.high_work_notify();
+  }
+}
+
+void ControllerImpl::HighWorkerMain(Controller* ctrl) {
+  uint32_t seen = ctrl->high_work_seq_.load(std::memory_order_acquire);
+  while (!ctrl->high_work_stop_.load(std::memory_order_acquire)) {
+    (void)RunHighWorkList(*ctrl, PopHighWork(*ctrl));
+    // A push during the run changed the sequence from `seen`: no wait.
+    ctrl->high_work_seq_.wait(seen, std::memory_order_acquire);
+    seen = ctrl->high_work_seq_.load(std::memory_order_acquire);
+  }
+}
+
+void ControllerImpl::StartHighWork(Controller* ctrl) {
+  if (ctrl->info_.high_work != HighWorkMode::kThread) return;
+  ctrl->high_worker_ = std::thread(HighWorkerMain, ctrl);
+}
+
+void ControllerImpl::HighWorkChildAfterFork(Controller* ctrl) {
+  if (!ctrl->high_worker_.joinable()) return;
+  // The worker was a thread of the parent: forget it, never join it here.
+  // The child starts its own when it next queues work; what the parent had
+  // queued is still on the list and runs then. A group the parent's worker
+  // had taken but not finished stays marked pending in the child, so it is
+  // not queued again there: its over-high charges still reclaim
+  // synchronously when they may block.
+  ReinitInForkChild(ctrl->high_worker_);
+  ctrl->restart_high_worker_.store(true, std::memory_order_relaxed);
+}
+
+void ControllerImpl::StopHighWork(Controller* ctrl) {
+  if (ctrl->high_worker_.joinable()) {
+    ctrl->high_work_stop_.store(true, std::memory_order_release);
+    ctrl->high_work_seq_.fetch_add(1, std::memory_order_release);
+    ctrl->high_work_seq_.notify_one();
+    ctrl->high_worker_.join();
+  }
+  // What is still queued is dropped with its references.
+  Group* list = PopHighWork(*ctrl);
+  while (list != nullptr) {
+    Group* g = list;
+    list = g->next_high_work_;
+    g->next_high_work_ = nullptr;
+    g->high_work_pending_.store(false, std::memory_order_relaxed);
+    g->Put();
+  }
+}
 
 std::chrono::milliseconds ControllerImpl::HandleOverHigh(Group* g,
                                                          ChargeFlags flags) {
@@ -121,6 +246,17 @@ std::chrono::milliseconds ControllerImpl::HandleOverHigh(Group* g,
 }
 
 }  // namespace internal
+
+size_t Controller::RunHighWork() {
+  // From inside a reclaim walk the reclaim would take the tree lock again.
+  if (internal::tls_charge.in_tree_walk > 0 ||
+      internal::tls_charge.in_reclaim > 0) {
+    return 0;
+  }
+  using internal::ControllerImpl;
+  return ControllerImpl::RunHighWorkList(*this,
+                                         ControllerImpl::PopHighWork(*this));
+}
 
 std::chrono::milliseconds Group::HandleOverHigh(ChargeFlags flags) {
   if (internal::tls_charge.over_high_group != this) {

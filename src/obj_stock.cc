@@ -42,7 +42,7 @@ void ObjStock::ApplyKmem(Group* g, int64_t pages) {
   for (Group* m = g; m != nullptr; m = m->parent()) {
     m->objcg_pages_.fetch_add(pages, std::memory_order_relaxed);
   }
-  ApplyStat(g, StatItem::kKmem, pages);
+  ApplyStat(g, StatItem::kKernel, pages);  // MEMCG_KMEM: "kernel"
 }
 
 void ObjStock::ApplyStat(Group* g, StatItem item, int64_t delta) {

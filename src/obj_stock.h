@@ -230,7 +230,8 @@ class ObjStock {
 
   // ---- Direct application (no stock), shared with ObjCgroup ----
 
-  // kmem += pages on `g` (and the per-group objcg page count).
+  // kernel (MEMCG_KMEM) += pages on `g` (and the per-group objcg page
+  // count).
   static void ApplyKmem(Group* g, int64_t pages);
   // `item` += delta on `g`, or on its nearest online ancestor when `g` was
   // removed (the kernel moves a dead group's stats to the parent).

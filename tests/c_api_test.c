@@ -409,11 +409,151 @@ static void test_oom_victims(void) {
   CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
 }
 
+/* Open files (the kernel selftest test_memcg_current_peak from C):
+ * per-handle memory.peak resets written as write(fd, "reset\n\0", 7),
+ * generation-checked handles, errors. */
+static void test_files(void) {
+  static const char reset[] = "reset\n"; /* sizeof: 7, the NUL included */
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *g = NULL;
+  umemcg_file_t *fd = NULL, *fd2 = NULL, *f = NULL;
+  char buf[256];
+  size_t needed = 0;
+  umemcg_options_init(&o);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  o.batch = 1; /* no stock surplus in the peaks */
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "g", &g), 0);
+
+  CHECK_ERR(umemcg_try_charge(g, 10, 0, NULL), 0);
+  CHECK_ERR(umemcg_uncharge_direct(g, 6), 0); /* usage 4, peak 10 */
+  CHECK_ERR(umemcg_file_open(g, "memory.peak", &fd), 0);
+  CHECK_ERR(umemcg_file_open(g, "memory.peak", &fd2), 0);
+  CHECK_ERR(umemcg_file_write(fd, reset, sizeof(reset), 0), 0);
+  CHECK_ERR(umemcg_file_read(fd, buf, sizeof(buf), &needed), 0);
+  CHECK(strcmp(buf, "16384\n") == 0 && needed == 7);
+  CHECK_ERR(umemcg_file_read(fd2, buf, sizeof(buf), NULL), 0);
+  CHECK(strcmp(buf, "40960\n") == 0); /* fd2 never wrote: global peak */
+  CHECK_ERR(read_text(g, "memory.peak", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "40960\n") == 0);
+  CHECK_ERR(umemcg_file_read(fd, buf, 3, &needed), ERANGE);
+  CHECK(needed == 7);
+  /* Zero bytes: nothing happens (the peak is not reset). */
+  CHECK_ERR(umemcg_try_charge(g, 2, 0, NULL), 0);
+  CHECK_ERR(umemcg_uncharge_direct(g, 2), 0);
+  CHECK_ERR(umemcg_file_write(fd, NULL, 0, 0), 0);
+  CHECK_ERR(umemcg_file_read(fd, buf, sizeof(buf), NULL), 0);
+  CHECK(strcmp(buf, "24576\n") == 0);
+
+  /* Values end at the first NUL; non-blocking writes only set limits. */
+  CHECK_ERR(umemcg_file_open(g, "memory.max", &f), 0);
+  CHECK_ERR(umemcg_file_write(f, "1M\0junk", 7, 0), 0);
+  CHECK_ERR(umemcg_file_read(f, buf, sizeof(buf), NULL), 0);
+  CHECK(strcmp(buf, "1048576\n") == 0);
+  CHECK_ERR(umemcg_file_write(f, "8K", 2, UMEMCG_WRITE_NONBLOCK), 0);
+  CHECK_ERR(read_text(g, "memory.current", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "16384\n") == 0); /* over the new max: not reclaimed */
+  CHECK_ERR(umemcg_file_write(f, "1X", 2, 0), EINVAL);
+  CHECK_ERR(umemcg_file_write(f, "1M", 2, 1u << 7), EINVAL);
+  CHECK_ERR(umemcg_file_write(f, NULL, 1, 0), EINVAL);
+  CHECK_ERR(umemcg_file_write(NULL, "1", 1, 0), EINVAL);
+  CHECK_ERR(umemcg_file_read(NULL, buf, sizeof(buf), NULL), EINVAL);
+  CHECK_ERR(umemcg_file_write(f, "max", 3, 0), 0);
+  CHECK_ERR(umemcg_file_close(f), 0);
+  CHECK_ERR(umemcg_file_close(f), EBADF);
+  CHECK_ERR(umemcg_file_read(f, buf, sizeof(buf), NULL), EBADF);
+  CHECK_ERR(umemcg_file_write(f, "1", 1, 0), EBADF);
+  CHECK_ERR(umemcg_file_close(NULL), EINVAL);
+
+  /* Open errors and access. */
+  CHECK_ERR(umemcg_file_open(g, "memory.nope", &f), ENOENT);
+  CHECK_ERR(umemcg_file_open(root, "memory.max", &f), ENOENT);
+  CHECK_ERR(umemcg_file_open(g, NULL, &f), EINVAL);
+  CHECK_ERR(umemcg_file_open(g, "memory.max", NULL), EINVAL);
+  CHECK_ERR(umemcg_file_open(NULL, "memory.max", &f), EINVAL);
+  CHECK_ERR(umemcg_file_open(g, "memory.reclaim", &f), 0);
+  CHECK_ERR(umemcg_file_read(f, buf, sizeof(buf), NULL), EACCES);
+  CHECK_ERR(umemcg_file_write(f, "1M", 2, UMEMCG_WRITE_NONBLOCK), EAGAIN);
+  CHECK_ERR(umemcg_file_close(f), 0);
+  CHECK_ERR(umemcg_file_open(g, "memory.current", &f), 0);
+  CHECK_ERR(umemcg_file_write(f, "0", 1, 0), EACCES);
+  CHECK_ERR(umemcg_file_close(f), 0);
+
+  /* The cgroup core files. */
+  CHECK_ERR(read_text(g, "cgroup.controllers", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "memory\n") == 0);
+  CHECK_ERR(umemcg_write_file(root, "cgroup.subtree_control", "+memory"), 0);
+  CHECK_ERR(umemcg_write_file(root, "cgroup.subtree_control", "-memory"),
+            EBUSY);
+  CHECK_ERR(read_text(root, "cgroup.stat", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "nr_descendants 1\nnr_dying_descendants 0\n") == 0);
+  CHECK_ERR(read_text(g, "cgroup.events", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf, "populated 1\nfrozen 0\n") == 0);
+
+  /* A removed group: reads and writes ENODEV; the handle stays valid. */
+  CHECK_ERR(umemcg_uncharge_direct(g, 4), 0);
+  CHECK_ERR(umemcg_group_remove(g), 0);
+  CHECK_ERR(umemcg_file_read(fd, buf, sizeof(buf), NULL), ENODEV);
+  CHECK_ERR(umemcg_file_write(fd, reset, sizeof(reset), 0), ENODEV);
+  CHECK_ERR(umemcg_file_open(g, "memory.peak", &f), ENODEV);
+  CHECK_ERR(umemcg_file_close(fd), 0);
+
+  /* Destroying the controller releases the handles still open. */
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+  CHECK_ERR(umemcg_file_read(fd2, buf, sizeof(buf), NULL), EBADF);
+  CHECK_ERR(umemcg_file_close(fd2), EBADF);
+}
+
+/* memory.high work run by the application (UMEMCG_HIGH_WORK_MANUAL). */
+static void test_high_work(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *g = NULL;
+  umemcg_reclaimer_t* r = NULL;
+  umemcg_reclaimer_ops_t ops;
+  struct cache c;
+  size_t ran = 99;
+  umemcg_options_init(&o);
+  CHECK(o.high_work == UMEMCG_HIGH_WORK_THREAD);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  o.batch = 8;
+  o.high_work = 7;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
+  o.high_work = UMEMCG_HIGH_WORK_MANUAL;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "g", &g), 0);
+  CHECK_ERR(umemcg_write_file(g, "memory.high", "32K"), 0);
+  c.group = g;
+  c.held = 0;
+  c.calls = 0;
+  ops.reclaimable = cache_reclaimable;
+  ops.reclaim = cache_reclaim;
+  CHECK_ERR(umemcg_reclaimer_add(g, &ops, &c, &r), 0);
+  CHECK_ERR(umemcg_try_charge(g, 64, 0, NULL), 0); /* cannot block */
+  c.held = 64;
+  CHECK(c.calls == 0);
+  CHECK_ERR(umemcg_run_high_work(ctrl, &ran), 0);
+  CHECK(ran == 1 && c.calls == 1);
+  CHECK_ERR(umemcg_run_high_work(ctrl, NULL), 0);
+  CHECK_ERR(umemcg_run_high_work(NULL, &ran), EINVAL);
+  CHECK_ERR(umemcg_reclaimer_release(r), 0);
+  CHECK_ERR(umemcg_uncharge_direct(g, c.held), 0);
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+  CHECK_ERR(umemcg_run_high_work(ctrl, &ran), EBADF);
+}
+
 int main(void) {
   test_controller();
   test_groups_and_charges();
   test_callbacks();
   test_oom_victims();
+  test_files();
+  test_high_work();
   printf("c_api: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -33,10 +33,15 @@ std::string Read(Group& g, std::string_view file) {
 TEST(FilesTest, RootHasOnlyTheRootFiles) {
   TestController t;
   GroupRef g = t.Make("g");
-  EXPECT_EQ(t.ctrl->root().ListFiles(),
-            (std::vector<std::string>{"memory.stat", "memory.reclaim",
-                                      "memory.stock", "memory.stat_error"}));
-  EXPECT_EQ(g->ListFiles().size(), 13u);
+  EXPECT_EQ(
+      t.ctrl->root().ListFiles(),
+      (std::vector<std::string>{"cgroup.controllers", "cgroup.subtree_control",
+                                "cgroup.stat", "memory.stat", "memory.reclaim",
+                                "memory.stock", "memory.stat_error"}));
+  EXPECT_EQ(g->ListFiles().size(), 17u);
+  // cgroup.events is not on the root (CFTYPE_NOT_ON_ROOT).
+  EXPECT_EQ(ErrnoOf(t.ctrl->root().ReadFile("cgroup.events").status().code()),
+            ENOENT);
   EXPECT_EQ(ErrnoOf(t.ctrl->root().ReadFile("memory.current").status().code()),
             ENOENT);
   EXPECT_EQ(ErrnoOfWrite(t.ctrl->root(), "memory.max", "1G"), ENOENT);
@@ -93,7 +98,8 @@ TEST(FilesTest, LimitParsingFollowsPageCounterMemparse) {
       {"0X2000", "8192\n"},
       {"010000", "4096\n"},  // leading 0: octal
       {"0", "0\n"},
-      {"", "0\n"},  // the kernel parses an empty write as 0
+      {"\n", "0\n"},  // the kernel parses an empty value as 0
+      {"", "max\n"},  // a write of zero bytes is ignored (kernfs)
       {"max", "max\n"},
       {" max\n", "max\n"},
       {"99999999999999999999999", "max\n"},
@@ -147,7 +153,6 @@ TEST(FilesTest, ErrnoForMisuse) {
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.stat", "0"), EACCES);
   EXPECT_EQ(ErrnoOf(g->ReadFile("memory.reclaim").status().code()), EACCES);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.nonsense", "0"), ENOENT);
-  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string("1G\0", 3)), EINVAL);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xff\xfe"), EINVAL);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xc3"), EINVAL);  // truncated
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(5000, '1')), EINVAL);
@@ -160,9 +165,10 @@ TEST(FilesTest, OomGroupTakesZeroOrOne) {
   TestController t;
   GroupRef g = t.Make("g");
   const std::pair<const char*, int> cases[] = {
-      {"1", 0},     {"0", 0},       {" 1\n", 0},     {"0x1", 0},
-      {"+1", 0},    {"01", 0},      {"2", EINVAL},   {"-1", EINVAL},
-      {"", EINVAL}, {"on", EINVAL}, {"1 1", EINVAL}, {"99999999999", ERANGE},
+      {"1", 0},       {"0", 0},       {" 1\n", 0},     {"0x1", 0},
+      {"+1", 0},      {"01", 0},      {"2", EINVAL},   {"-1", EINVAL},
+      {"\n", EINVAL}, {"on", EINVAL}, {"1 1", EINVAL}, {"99999999999", ERANGE},
+      {"", 0},  // zero bytes: ignored
   };
   for (const auto& [text, err] : cases) {
     EXPECT_EQ(ErrnoOfWrite(*g, "memory.oom.group", text), err) << text;
@@ -196,8 +202,8 @@ TEST(FilesTest, PeakResetIsPerHandle) {
   EXPECT_EQ(a->Read().value(), "16384\n");  // a: peak since its reset
   EXPECT_EQ(b->Read().value(), "40960\n");  // b never wrote: global peak
   ASSERT_TRUE(g->TryCharge(Pages(2), ChargeFlags::kNone).ok());
-  g->UnchargeDirect(Pages(2));     // usage back to 4, peak since reset 6
-  ASSERT_TRUE(b->Write("").ok());  // b resets; a keeps its 6
+  g->UnchargeDirect(Pages(2));       // usage back to 4, peak since reset 6
+  ASSERT_TRUE(b->Write("\n").ok());  // b resets; a keeps its 6
   EXPECT_EQ(b->Read().value(), "16384\n");
   EXPECT_EQ(a->Read().value(), "24576\n");
   EXPECT_EQ(Read(*g, "memory.peak"), "40960\n");  // fresh handle: global
@@ -263,7 +269,8 @@ TEST(FilesTest, ReclaimWriteSyntaxAndEagain) {
   TestController t;
   GroupRef g = t.Make("g");
   const std::pair<const char*, int> syntax[] = {
-      {"", EINVAL},
+      {"\n", EINVAL},
+      {"", 0},  // zero bytes: ignored
       {"max", EINVAL},
       {"1M foo", EINVAL},
       {"1Mfoo", EINVAL},
@@ -323,6 +330,140 @@ TEST(FilesTest, EventsAndStatFormats) {
             std::string::npos)
       << stat;
   EXPECT_NE(stat.find("pgfault 5\n"), std::string::npos);
+}
+
+// kernfs appends a NUL to every write and the handlers parse C strings: the
+// value ends at the first NUL, whatever follows (the kernel selftest resets
+// memory.peak with write(fd, "reset\n\0", 7)). A zero-byte write never
+// reaches a handler. Before: any NUL was EINVAL.
+TEST(FilesTest, NulEndsTheValue) {
+  TestController t({.batch = 1});
+  GroupRef g = t.Make("g");
+  using namespace std::string_literals;
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G\0"s), 0);
+  EXPECT_EQ(Read(*g, "memory.max"), "1073741824\n");
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "2G\n\0junk \xff"s), 0);
+  EXPECT_EQ(Read(*g, "memory.max"), "2147483648\n");
+  // An empty value parses as 0, as "\n" does.
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.high", "\0"s), 0);
+  EXPECT_EQ(Read(*g, "memory.high"), "0\n");
+  // What precedes the NUL is still checked.
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1X\0"s), EINVAL);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xff\0"s), EINVAL);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.oom.group", "1\0 2"s), 0);
+  EXPECT_TRUE(g->oom_group());
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.reclaim", "0\0 nonsense"s), 0);
+  // The 4096-byte bound is on the whole write, NULs included.
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"s + std::string(4094, '\0')), 0);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"s + std::string(4095, '\0')),
+            EINVAL);
+
+  // The selftest's reset string on per-handle peaks.
+  ASSERT_TRUE(g->TryCharge(Pages(10), ChargeFlags::kNone).ok());
+  g->UnchargeDirect(Pages(6));  // usage 4, peak 10
+  auto peak = MemoryFile::Open(*g, "memory.peak").value();
+  static const char kReset[] = "reset\n";  // sizeof: 7, the NUL included
+  ASSERT_TRUE(peak->Write(std::string_view(kReset, sizeof(kReset))).ok());
+  EXPECT_EQ(peak->Read().value(), "16384\n");
+  EXPECT_EQ(Read(*g, "memory.peak"), "40960\n");
+  // Zero bytes do not reach the handler: no reset.
+  ASSERT_TRUE(g->TryCharge(Pages(2), ChargeFlags::kNone).ok());
+  g->UnchargeDirect(Pages(2));
+  ASSERT_TRUE(peak->Write("").ok());
+  EXPECT_EQ(peak->Read().value(), "24576\n");
+  peak.reset();
+  g->UnchargeDirect(Pages(4));
+}
+
+// The cgroup core files of a memory-only hierarchy (kernel/cgroup/cgroup.c):
+// the memory controller is available and enabled in every group.
+TEST(FilesTest, ControllersAndSubtreeControl) {
+  TestController t;
+  Group& root = t.ctrl->root();
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  for (Group* g : {&root, p.get(), c.get()}) {
+    EXPECT_EQ(Read(*g, "cgroup.controllers"), "memory\n") << g->path();
+    EXPECT_EQ(Read(*g, "cgroup.subtree_control"), "memory\n") << g->path();
+    EXPECT_EQ(ErrnoOfWrite(*g, "cgroup.controllers", "+memory"), EACCES);
+  }
+  // Enabling what is enabled: accepted, nothing changes.
+  const std::pair<const char*, int> writes[] = {
+      {"+memory", 0},
+      {"+memory\n", 0},
+      {"  +memory  +memory ", 0},
+      {"\n", 0},           // no token: nothing to do
+      {"memory", EINVAL},  // no +/- prefix
+      {"+cpu", EINVAL},    // no such controller here
+      {"+memory +cpu", EINVAL},
+      {"+Memory", EINVAL},
+      {"+memory\t+memory", EINVAL},  // only spaces separate tokens
+      {"+", EINVAL},
+      {"-memory", EBUSY},          // a child has memory in its subtree_control
+      {"+memory -memory", EBUSY},  // the last token wins
+      {"-memory +memory", 0},
+  };
+  for (const auto& [text, err] : writes) {
+    EXPECT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", text), err) << text;
+  }
+  EXPECT_EQ(ErrnoOfWrite(root, "cgroup.subtree_control", "-memory"), EBUSY);
+  // A leaf: the kernel would disable it; umemcg cannot (docs/design.md).
+  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), EBUSY);
+  EXPECT_EQ(Read(*c, "cgroup.subtree_control"), "memory\n");
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
+  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "+memory"), ENODEV);
+}
+
+// cgroup.stat (kernel: cgroup_stat_show) counts live and dying descendants:
+// a removed group is dying until it is freed.
+TEST(FilesTest, CgroupStatCountsDescendants) {
+  TestController t;
+  Group& root = t.ctrl->root();
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("a/b");
+  GroupRef c = t.Make("a/b/c");
+  GroupRef d = t.Make("a/d");
+  EXPECT_EQ(Read(root, "cgroup.stat"),
+            "nr_descendants 4\nnr_dying_descendants 0\n");
+  EXPECT_EQ(Read(*a, "cgroup.stat"),
+            "nr_descendants 3\nnr_dying_descendants 0\n");
+  EXPECT_EQ(Read(*c, "cgroup.stat"),
+            "nr_descendants 0\nnr_dying_descendants 0\n");
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());  // `c` still holds it
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*d).ok());
+  EXPECT_EQ(Read(*a, "cgroup.stat"),
+            "nr_descendants 1\nnr_dying_descendants 2\n");
+  EXPECT_EQ(Read(*b, "cgroup.stat"),
+            "nr_descendants 0\nnr_dying_descendants 1\n");
+  EXPECT_EQ(root.nr_descendants(), 2);
+  EXPECT_EQ(root.nr_dying_descendants(), 2);
+  c.reset();
+  d.reset();
+  t.ctrl->Reap();
+  EXPECT_EQ(Read(*a, "cgroup.stat"),
+            "nr_descendants 1\nnr_dying_descendants 0\n");
+  EXPECT_EQ(Read(root, "cgroup.stat"),
+            "nr_descendants 2\nnr_dying_descendants 0\n");
+}
+
+// cgroup.events (kernel: cgroup_events_show): "populated" is whether the
+// subtree has memory charged (memory.current > 0); nothing is frozen.
+TEST(FilesTest, CgroupEventsPopulatedFollowsUsage) {
+  TestController t({.batch = 8});
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  EXPECT_EQ(Read(*p, "cgroup.events"), "populated 0\nfrozen 0\n");
+  ASSERT_TRUE(c->TryCharge(Pages(1), ChargeFlags::kNone).ok());
+  EXPECT_EQ(Read(*c, "cgroup.events"), "populated 1\nfrozen 0\n");
+  EXPECT_EQ(Read(*p, "cgroup.events"), "populated 1\nfrozen 0\n");
+  c->Uncharge(Pages(1));
+  // The batch is still pre-charged in this CPU's stock: memory.current
+  // counts it, and so does populated, until the stock gives it back.
+  EXPECT_EQ(Read(*p, "cgroup.events"), "populated 1\nfrozen 0\n");
+  t.Drain();
+  EXPECT_EQ(Read(*c, "cgroup.events"), "populated 0\nfrozen 0\n");
+  EXPECT_EQ(Read(*p, "cgroup.events"), "populated 0\nfrozen 0\n");
+  EXPECT_EQ(ErrnoOfWrite(*p, "cgroup.events", "0"), EACCES);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // Rounding at quiescence (after DrainAllStocks, see obj_cgroup.h): for an
 // objcg with `live` bytes in live objects, its share of its group's usage
 // is ceil(live / 4096) pages and its pool holds the rest of the last page;
-// slab_* statistics equal `live` exactly and kmem equals the pages.
+// slab_* statistics equal `live` exactly and "kernel" (MEMCG_KMEM) equals
+// the pages.
 
 #include <gtest/gtest.h>
 
@@ -41,13 +42,13 @@ TEST(ObjCgroupTest, SmallChargeTakesOnePageAndKeepsTheRest) {
   EXPECT_EQ(g->usage() - g->StockedPages(), Pages(1));
   t.Drain();
   EXPECT_EQ(Slab(*g), 4000);
-  EXPECT_EQ(g->StatExact(StatItem::kKmem), 1);
+  EXPECT_EQ(g->StatExact(StatItem::kKernel), 1);
   EXPECT_EQ(o->pooled(), Bytes(96));
   for (int i = 0; i < 40; ++i) o->Uncharge(Bytes(100));
   t.Drain();
   EXPECT_EQ(g->usage(), Pages(0));
   EXPECT_EQ(Slab(*g), 0);
-  EXPECT_EQ(g->StatExact(StatItem::kKmem), 0);
+  EXPECT_EQ(g->StatExact(StatItem::kKernel), 0);
   EXPECT_EQ(o->pooled(), Bytes(0));
   EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
   EXPECT_TRUE(t.errors.empty());
@@ -223,7 +224,7 @@ TEST(ObjCgroupTest, ReparentingMovesChargesToTheParent) {
   t.Drain();
   EXPECT_EQ(p->usage(), Pages(0));
   EXPECT_EQ(Slab(*p), 0);
-  EXPECT_EQ(p->StatExact(StatItem::kKmem), 0);
+  EXPECT_EQ(p->StatExact(StatItem::kKernel), 0);
   t.ctrl->Reap();
   EXPECT_EQ(t.ctrl->live_groups(), live_before);  // objcgs pin them
   oc.reset();
@@ -325,7 +326,7 @@ TEST_P(ObjCgroupExactnessTest, RandomSizesAcrossThreadsAreExact) {
           i == 0 ? Ceil(live[0]) + Ceil(live[2]) : Ceil(live[i]);
       EXPECT_EQ(static_cast<int64_t>(groups[i]->usage().raw()), pages);
       EXPECT_EQ(Slab(*groups[i]), local);
-      EXPECT_EQ(groups[i]->StatExact(StatItem::kKmem), pages);
+      EXPECT_EQ(groups[i]->StatExact(StatItem::kKernel), pages);
       EXPECT_EQ(static_cast<int64_t>(objcgs[i]->pooled().raw()),
                 Ceil(live[i]) * 4096 - live[i]);
     }
@@ -419,7 +420,7 @@ TEST(ObjCgroupStressTest, ReparentingUnderLoad) {
   t.Drain();
   EXPECT_EQ(p->usage(), baseline);
   EXPECT_EQ(Slab(*p), 12345);
-  EXPECT_EQ(p->StatExact(StatItem::kKmem),
+  EXPECT_EQ(p->StatExact(StatItem::kKernel),
             static_cast<int64_t>(baseline.raw()));
   co.reset();
   t.ctrl->Reap();
@@ -469,7 +470,7 @@ TEST(ObjCgroupStressTest, ContentionOnOneGroup) {
   EXPECT_EQ(g->usage(), Pages(0));
   EXPECT_EQ(o->pooled(), Bytes(0));
   EXPECT_EQ(Slab(*g), 0);
-  EXPECT_EQ(g->StatExact(StatItem::kKmem), 0);
+  EXPECT_EQ(g->StatExact(StatItem::kKernel), 0);
   EXPECT_TRUE(t.errors.empty());
 }
 

@@ -103,7 +103,6 @@ TEST(StatsTest, MemoryStatKeysInKernelOrderWithDerivedLines) {
                                          "slab_reclaimable",
                                          "slab_unreclaimable",
                                          "slab",
-                                         "kmem",
                                          "pgscan",
                                          "pgsteal",
                                          "pgfault",

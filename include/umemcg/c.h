@@ -12,12 +12,13 @@
  *      success. Pointer arguments must be non-NULL unless documented as
  *      "may be NULL"; a NULL where one is required returns EINVAL.
  *  (3) Handles (umemcg_controller_t*, umemcg_group_t*, umemcg_objcg_t*,
- *      umemcg_reclaimer_t*)
+ *      umemcg_reclaimer_t*, umemcg_file_t*)
  *      are opaque tokens, not pointers to memory: using one after it was
  *      released (or after its controller was destroyed) returns EBADF and
  *      is never a use-after-free. Each handle returned must be released
  *      exactly once with the matching *_release / *_destroy call.
  *  (4) Strings are NUL-terminated UTF-8. Names are at most 255 bytes.
+ *      umemcg_file_write takes bytes and a length, as write(2) does.
  *  (5) Every function may be called from any thread. Callbacks (reclaimer,
  *      OOM, events) run on the thread that triggered them.
  *
@@ -44,6 +45,7 @@ typedef struct umemcg_controller umemcg_controller_t;
 typedef struct umemcg_group umemcg_group_t;
 typedef struct umemcg_reclaimer umemcg_reclaimer_t;
 typedef struct umemcg_objcg umemcg_objcg_t;
+typedef struct umemcg_file umemcg_file_t;
 
 /* ---- Controller ---- */
 
@@ -64,7 +66,17 @@ typedef struct umemcg_options {
   int local_events;              /* 0/1 */
   int obj_stock_slots;           /* 1..16, default 5 */
   int64_t stats_flush_period_ms; /* periodic stats flusher; 0 = none, 2000 */
+  int high_work;                 /* UMEMCG_HIGH_WORK_*, default THREAD */
 } umemcg_options_t;
+
+/* Who reclaims for memory.high after charges that may not block leave a
+ * group over it (see HighWorkMode in umemcg/controller.h): a worker thread
+ * of the controller, the application (umemcg_run_high_work), or nobody. */
+enum {
+  UMEMCG_HIGH_WORK_THREAD = 0,
+  UMEMCG_HIGH_WORK_MANUAL,
+  UMEMCG_HIGH_WORK_NONE
+};
 
 /* Fills *options with the defaults. */
 UMEMCG_C_EXPORT void umemcg_options_init(umemcg_options_t* options);
@@ -74,6 +86,10 @@ UMEMCG_C_EXPORT int umemcg_controller_create(const umemcg_options_t* options,
 /* Releases every group and reclaimer handle of the controller (they then
  * return EBADF), waits for calls in flight on them, and frees it. */
 UMEMCG_C_EXPORT int umemcg_controller_destroy(umemcg_controller_t* ctrl);
+/* Runs the queued memory.high work on the calling thread; *ran (may be
+ * NULL) receives the number of groups it ran for. */
+UMEMCG_C_EXPORT int umemcg_run_high_work(umemcg_controller_t* ctrl,
+                                         size_t* ran);
 
 /* ---- Groups ---- */
 
@@ -164,6 +180,27 @@ UMEMCG_C_EXPORT int umemcg_read_file(umemcg_group_t* group, const char* name,
                                      char* buf, size_t len, size_t* needed);
 UMEMCG_C_EXPORT int umemcg_write_file(umemcg_group_t* group, const char* name,
                                       const char* text);
+
+/* Open files: what an open file descriptor is to a cgroup file, for what
+ * is per handle (a memory.peak write resets the peak seen through that
+ * handle only). A handle is used by one call at a time (calls on it from
+ * several threads are serialized). */
+enum { UMEMCG_WRITE_NONBLOCK = 1u << 0 }; /* the O_NONBLOCK of a write */
+
+/* ENOENT unknown file (or absent on the root), ENODEV removed group. */
+UMEMCG_C_EXPORT int umemcg_file_open(umemcg_group_t* group, const char* name,
+                                     umemcg_file_t** out);
+/* As umemcg_read_file; EACCES on a write-only file. */
+UMEMCG_C_EXPORT int umemcg_file_read(umemcg_file_t* file, char* buf, size_t len,
+                                     size_t* needed);
+/* One write(2) of `len` bytes (buf may be NULL when len is 0): as in the
+ * kernel, the value ends at the first NUL ("reset\n\0" is "reset\n") and a
+ * zero-length write does nothing. flags: 0 or UMEMCG_WRITE_NONBLOCK
+ * (memory.max / memory.high then only set the limit, memory.reclaim is
+ * EAGAIN). 0 means all `len` bytes were taken. */
+UMEMCG_C_EXPORT int umemcg_file_write(umemcg_file_t* file, const void* buf,
+                                      size_t len, uint32_t flags);
+UMEMCG_C_EXPORT int umemcg_file_close(umemcg_file_t* file);
 
 /* ---- Callbacks ---- */
 

@@ -14,7 +14,10 @@
 // (CreateGroup, RemoveGroup) take an exclusive tree lock; lookups and
 // reclaim walks take it shared. Destroying the controller requires that no
 // other thread uses it and that every GroupRef and ObjCgroupRef of it has been
-// released.
+// released. A controller runs up to two threads of its own, stopped before
+// the destructor frees anything: the statistics flusher
+// (stats_flush_period) and the memory.high worker (HighWorkMode::kThread),
+// which calls reclaimers.
 //
 // fork(): safe at any time from any thread, also from inside a reclaimer,
 // the OOM handler or a hook. The child's copy of the controller works
@@ -23,10 +26,11 @@
 // accounting as of the fork, including charges that the parent's other
 // threads held (the child cannot uncharge those) and any counter walk they
 // had half done (so a child's CheckInvariants may report the tree's sums
-// off by such a charge). The periodic stats flusher thread does not
-// survive fork(); the child starts its own on its first statistics flush
-// or read. The rules of fork() in a multi-threaded program still apply to
-// the application's own locks. Details: docs/design.md, Fork.
+// off by such a charge). The periodic stats flusher thread and the
+// memory.high worker do not survive fork(); the child starts its own
+// flusher on its first statistics flush or read. The rules of fork() in a
+// multi-threaded program still apply to the application's own locks.
+// Details: docs/design.md, Fork.
 
 #ifndef UMEMCG_CONTROLLER_H_
 #define UMEMCG_CONTROLLER_H_
@@ -40,6 +44,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "umemcg/clock.h"
@@ -106,6 +111,23 @@ class UMEMCG_EXPORT ControllerObserver {
   virtual void OnControllerDestroy() {}
 };
 
+// Who reclaims for memory.high after a charge that may not block (no
+// ChargeFlags::kMayReclaim: kChargeAtomic, kNone) left a group over its
+// high. The kernel schedules memcg->high_work there (high_work_func: one
+// batch of reclaim from every level over high, a `high` event per level).
+enum class HighWorkMode : uint8_t {
+  // A worker thread of the controller runs the queued work at once.
+  kThread,
+  // The work is queued; the application runs it with
+  // Controller::RunHighWork (ControllerOptions::high_work_notify says when
+  // the queue becomes non-empty).
+  kManual,
+  // Nothing is queued: such a group is reclaimed by the next blocking
+  // charge that finds it over high or by memory.high writes (the behaviour
+  // before high work existed; for programs that must not get a thread).
+  kNone,
+};
+
 struct ControllerOptions {
   // Pages charged per counter walk and cached per CPU per group
   // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before. 1..127.
@@ -148,6 +170,14 @@ struct ControllerOptions {
   // The periodic stats flusher's period (kernel FLUSH_TIME, 2 s); timed by
   // `clock`. 0 = no flusher thread. At most one hour.
   std::chrono::nanoseconds stats_flush_period = std::chrono::seconds(2);
+  // Reclaim for memory.high after non-blocking charges (see HighWorkMode).
+  // The charging thread's pending overage (the memory.high penalty it owes
+  // at its next HandleOverHigh or blocking charge) is recorded either way.
+  HighWorkMode high_work = HighWorkMode::kThread;
+  // kManual: called on the charging thread when a group is queued on an
+  // empty queue. Must be quick: no blocking, no charging, no controller
+  // calls (wake an event loop that then calls RunHighWork).
+  std::function<void()> high_work_notify;
   // kPerGroupSubtree: an update stops counting pending updates at the first
   // ancestor already over its flush threshold (true). false walks every
   // level on every update, the naive per-level walk (umemcg-bench's
@@ -174,6 +204,7 @@ struct ControllerInfo {
   StatsFlushMode stats_flush_mode = StatsFlushMode::kPerGroupSubtree;
   std::chrono::nanoseconds stats_flush_period{0};
   bool stats_update_early_stop = true;
+  HighWorkMode high_work = HighWorkMode::kThread;
   size_t nr_stat_items = 0;  // built-in + custom
 };
 
@@ -227,9 +258,10 @@ class UMEMCG_EXPORT Controller {
   // Validates the structure at a quiescent point (no concurrent charges,
   // uncharges or limit changes): each group's usage covers its online
   // children's, each parent's children_min/low_usage equals the sum of its
-  // online children's protected usage, and every stock slot is within one
-  // batch and held by a live group. Returns kFailedPrecondition naming the
-  // first violation. Walks the whole tree and every CPU's stock.
+  // online children's protected usage, each group's nr_descendants counts
+  // its online descendants, and every stock slot is within one batch and
+  // held by a live group. Returns kFailedPrecondition naming the first
+  // violation. Walks the whole tree and every CPU's stock.
   Status CheckInvariants();
 
   // Frees groups whose last reference went since the last tree operation.
@@ -249,6 +281,20 @@ class UMEMCG_EXPORT Controller {
   // ---- Policy ----
 
   void SetOomHandler(OomHandler handler);
+
+  // ---- memory.high work (see HighWorkMode) ----
+
+  // Runs the queued high work on the calling thread: for each queued group
+  // still online, one batch of reclaim from it and every ancestor over its
+  // high, each raising a `high` event (kernel: high_work_func ->
+  // reclaim_high). Calls reclaimers; returns the groups run. Does nothing
+  // (returns 0) from inside a reclaimer or OOM handler. Any mode; with
+  // kThread the worker may have taken the work first.
+  size_t RunHighWork();
+  // Groups queued and not yet taken by RunHighWork or the worker.
+  size_t high_work_queued() const {
+    return high_work_queued_.load(std::memory_order_relaxed);
+  }
 
   // ---- Observers ----
 
@@ -335,6 +381,18 @@ class UMEMCG_EXPORT Controller {
   std::unique_ptr<internal::StockDrainer> drainer_;
   // Registered with the fork handlers from Create until destruction.
   std::unique_ptr<internal::ControllerForkHandler> fork_handler_;
+
+  // memory.high work (src/high.cc): a lock-free stack of queued groups,
+  // each holding a reference; the worker thread (kThread) waits on
+  // high_work_seq_.
+  std::atomic<Group*> high_work_{nullptr};
+  std::atomic<size_t> high_work_queued_{0};
+  std::atomic<uint32_t> high_work_seq_{0};
+  std::atomic<bool> high_work_stop_{false};
+  std::thread high_worker_;
+  // Set in a fork child whose parent ran a worker: the next queued work
+  // starts the child's own (src/high.cc).
+  std::atomic<bool> restart_high_worker_{false};
 
   std::atomic<Group*> to_free_{nullptr};  // lock-free stack of dead groups
   std::atomic<ObjCgroup*> objcg_to_free_{nullptr};  // ditto, objcgs

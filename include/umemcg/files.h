@@ -1,13 +1,26 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The cgroup-v2 memory file interface: every group can be read and written
-// by file name (memory.current, memory.max, memory.events, ...) with the
-// kernel's formats, parsing rules and errno values, so habits, scripts and
-// dashboards carry over. Group::ReadFile / WriteFile / ListFiles are the
-// one-shot forms; MemoryFile is an open handle, needed for memory.peak,
+// The cgroup-v2 file interface: every group can be read and written by file
+// name (memory.current, memory.max, memory.events, cgroup.stat, ...) with
+// the kernel's formats, parsing rules and errno values, so habits, scripts
+// and dashboards carry over. Group::ReadFile / WriteFile / ListFiles are
+// the one-shot forms; MemoryFile is an open handle, needed for memory.peak,
 // whose writes reset the peak seen through that handle only.
 //
 // Files (R = readable, W = writable; "root" = present on the root group):
+//   cgroup.controllers   R  root  "memory\n": the only controller here
+//   cgroup.subtree_control RW root "memory\n": enabled in every group;
+//                              "+memory" is accepted (a no-op), "-memory"
+//                              is EBUSY (a child has it enabled; on a
+//                              leaf the kernel would disable it, a umemcg
+//                              group cannot exist without it), anything
+//                              else EINVAL (kernel tokens: space-separated,
+//                              "+name" / "-name")
+//   cgroup.events        R     "populated 0|1\nfrozen 0\n"; populated:
+//                              memory.current > 0 (Group::populated)
+//   cgroup.stat          R  root  "nr_descendants N\n
+//                              nr_dying_descendants N\n": online and
+//                              removed-but-not-freed descendants
 //   memory.current       R     usage in bytes
 //   memory.min/low       RW    protection: bytes or "max"
 //   memory.high/max      RW    limits: bytes or "max"
@@ -30,7 +43,14 @@
 // kPermissionDenied (EACCES), unknown file or one absent on the root
 // kNotFound (ENOENT), a removed group kFailedPrecondition (ENODEV),
 // memory.reclaim short of its target kAgain (EAGAIN), an integer out of
-// range kOutOfRange (ERANGE). There are no signals here, so no EINTR.
+// range kOutOfRange (ERANGE), "-memory" in cgroup.subtree_control kBusy
+// (EBUSY). There are no signals here, so no EINTR.
+//
+// Writes (kernfs): one Write is one write(2). A write of zero bytes does
+// nothing; otherwise the value is what precedes the first NUL, as the
+// kernel's handlers parse the NUL-terminated copy kernfs makes
+// ("reset\n\0" is "reset\n"); it must be UTF-8 (else EINVAL) and the whole
+// write at most 4096 bytes (else EINVAL; the kernel says E2BIG).
 //
 // Parsing (kernel page_counter_memparse): leading and trailing whitespace
 // is stripped; "max" (exactly) means no limit; otherwise an unsigned

@@ -24,9 +24,14 @@
 //                access it lacks is EACCES; writes with O_NONBLOCK do not
 //                reclaim (the kernel's rule for memory.max / memory.high)
 //   memory.peak  each open file has its own peak reset, as in the kernel
-//   poll()       memory.events and memory.events.local report POLLPRI |
-//                POLLERR once their content changed since the opener last
-//                read them (cgroupfs semantics: poll, then lseek(0) + read)
+//   poll()       memory.events, memory.events.local and cgroup.events
+//                report POLLPRI | POLLERR once their content changed since
+//                the opener last read them (cgroupfs semantics: poll, then
+//                lseek(0) + read). Event files are checked when an event is
+//                raised; cgroup.events ("populated" follows usage, which
+//                raises no event) also every 20 ms while it is polled
+//   writes       a value ends at its first NUL and the whole write is
+//                taken: write(fd, "reset\n\0", 7) returns 7, as in kernfs
 //   not here     rename, chmod, chown, creating or removing files (EPERM;
 //                creating a file EACCES); inotify
 // Paths cannot leave the tree: the kernel resolves ".." within the mount,

@@ -160,7 +160,8 @@ class UMEMCG_EXPORT GroupRef {
 // ---- Callbacks ----
 
 // The application's reclaim hook for a group (kernel: a shrinker over the
-// group's LRU). Called by the charge path, memory.high handling and
+// group's LRU). Called by the charge path, memory.high handling (also on
+// the controller's high-work thread, see HighWorkMode) and
 // SetMax/SetHigh/Reclaim with the controller's tree lock held shared.
 // Implementations free memory and uncharge it from the group, then report
 // how much they freed. They must not create or remove groups or change
@@ -419,6 +420,27 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Names of the online children, in creation order (takes the tree lock).
   std::vector<std::string> ChildNames() const;
 
+  // ---- cgroup core state (cgroup.stat, cgroup.events) ----
+
+  // Online descendants (kernel: cgroup->nr_descendants).
+  int64_t nr_descendants() const {
+    return nr_descendants_.load(std::memory_order_relaxed);
+  }
+  // Removed descendants not yet freed (kernel: nr_dying_descendants): a
+  // removed group stays allocated while references to it remain (GroupRefs,
+  // stock slots, its objcg's objects, see obj_cgroup.h) and is freed by the
+  // next Reap after the last one goes.
+  int64_t nr_dying_descendants() const {
+    return nr_dying_descendants_.load(std::memory_order_relaxed);
+  }
+  // cgroup.events "populated": the kernel's says whether a task lives in
+  // the subtree; nothing runs inside a umemcg group, what lives in it is
+  // charged memory, so here it is usage() > 0 (memory.current: the pages
+  // charged to the subtree, those pre-charged in per-CPU stocks included,
+  // so a subtree that freed everything reads 1 until its stocks are
+  // drained). One relaxed load.
+  bool populated() const { return usage().raw() > 0; }
+
  private:
   friend class Controller;
   friend class GroupRef;
@@ -491,9 +513,25 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Guarded by the controller's tree lock.
   std::vector<Group*> children_;  // online children, creation order
   std::vector<Reclaimer*> reclaimers_;
+  // RemoveGroup counted this group in its ancestors' nr_dying_descendants_
+  // (Reap uncounts it when freeing it). Written under the tree lock, read
+  // by Reap after the last reference went.
+  bool counted_dying_ = false;
+
+  // cgroup.stat counts. Changed under the controller's tree lock
+  // (descendants; dying on removal) and by Reap (dying, when a removed
+  // descendant is freed); read without it. Relaxed: counters that publish
+  // nothing else (the kernel reads them racily too).
+  std::atomic<int32_t> nr_descendants_{0};
+  std::atomic<int32_t> nr_dying_descendants_{0};
 
   // Link in the controller's lock-free list of groups to free.
   Group* next_to_free_ = nullptr;
+  // memory.high work (Controller::RunHighWork): set while the group is on
+  // the controller's queue (acq_rel exchange: one queue entry at a time),
+  // and its link there.
+  std::atomic<bool> high_work_pending_{false};
+  Group* next_high_work_ = nullptr;
 };
 
 }  // namespace umemcg

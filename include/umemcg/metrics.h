@@ -5,11 +5,11 @@
 // directory (a umemcg FUSE mount, or a real hierarchy such as
 // /sys/fs/cgroup); and ServeMetrics, an HTTP endpoint serving /metrics.
 //
-// Both sources are read through the memory files they have in common
+// Both sources are read through the files they have in common
 // (memory.current, .min, .low, .high, .max, .peak, .events, .events.local,
-// .stat), so one collector and one formatter serve the library's server and
-// the `umemcg metrics` command, and a mount reads back exactly like the
-// controller behind it.
+// .stat, and cgroup.events and cgroup.stat), so one collector and one
+// formatter serve the library's server and the `umemcg metrics` command,
+// and a mount reads back exactly like the controller behind it.
 //
 // Exposition (all per group, label group="a/b", "/" for the root):
 //   umemcg_memory_{current,min,low,high,max,peak}_bytes   gauges; +Inf for
@@ -23,6 +23,8 @@
 //   umemcg_cluster_{max,current}_bytes                    cluster group
 //   umemcg_cluster_stat{item="lease_bytes"}               (umemcg/cluster.h):
 //   umemcg_cluster_events_total{event="max"}              memory.cluster.*
+//   umemcg_cgroup_events{event="populated"}               cgroup.events
+//   umemcg_cgroup_stat{item="nr_dying_descendants"}       cgroup.stat
 //   umemcg_controller_info{batch,cpus,cpu_source,...} 1   controller only
 //   umemcg_controller_batch_pages, umemcg_controller_cpus
 // A file a group lacks (the root has no memory.current, a kernel group may
@@ -109,6 +111,8 @@ struct GroupSample {
   std::optional<uint64_t> cluster_max, cluster_current;  // bytes
   std::vector<std::pair<std::string, uint64_t>> cluster_stat;
   std::vector<std::pair<std::string, uint64_t>> cluster_events;
+  std::vector<std::pair<std::string, uint64_t>> cgroup_events;
+  std::vector<std::pair<std::string, uint64_t>> cgroup_stat;
 };
 
 struct MetricsSnapshot {
@@ -121,6 +125,8 @@ struct MetricsSnapshot {
 struct CollectOptions {
   // Read memory.stat (the largest file) too.
   bool stat = true;
+  // Read cgroup.events and cgroup.stat too.
+  bool cgroup = true;
   // Stop after this many groups (a bound for huge hierarchies).
   size_t max_groups = 100000;
 };

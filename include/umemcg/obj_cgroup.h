@@ -16,7 +16,8 @@
 // the page stock, limits, reclaim, OOM handling and memory.high all apply)
 // and keeps the sub-page remainder in the stock. Each charge also moves a
 // byte statistic (default slab_unreclaimable) by the object's size, and
-// pages charged through objcgs are counted in the kmem statistic.
+// pages charged through objcgs are counted in the "kernel" statistic
+// (StatItem::kKernel, the kernel's MEMCG_KMEM).
 //
 // Usage over-report. Group usage counts whole pages: bytes cached in the
 // object stocks and in the objcg's central pool (nr_charged_bytes) are

@@ -3,7 +3,8 @@
 // The C API (include/umemcg/c.h): thin wrappers over the C++ API. Every
 // handle lives in the generation-checked HandleTable; each call acquires
 // the handles it uses for its duration, so releasing a handle (or
-// destroying its controller) while another thread uses it is safe.
+// destroying its controller) while another thread uses it is safe. The
+// file functions are in files.cc; what both share is in c_api_internal.h.
 
 #include <cerrno>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "c_api/c_api_internal.h"
 #include "c_api/handles.h"
 #include "controller_impl.h"
 #include "umemcg/c.h"
@@ -31,22 +33,23 @@ using umemcg::Status;
 using umemcg::StatusCode;
 using umemcg::internal::HandlePayload;
 using umemcg::internal::HandleTable;
+using umemcg::internal::capi::AcquireGroup;
+using umemcg::internal::capi::As;
+using umemcg::internal::capi::CheckGroupArg;
+using umemcg::internal::capi::CopyOut;
+using umemcg::internal::capi::Err;
+using umemcg::internal::capi::FromHandle;
+using umemcg::internal::capi::GroupUse;
+using umemcg::internal::capi::kMaxNameBytes;
+using umemcg::internal::capi::kMaxTextBytes;
+using umemcg::internal::capi::NewGroupHandle;
+using umemcg::internal::capi::OwnedPayload;
+using umemcg::internal::capi::Register;
+using umemcg::internal::capi::Registry;
+using umemcg::internal::capi::ToHandle;
+using umemcg::internal::capi::ValidString;
 
 namespace {
-
-constexpr size_t kMaxNameBytes = 255;
-constexpr size_t kMaxTextBytes = 1 << 20;
-
-int Err(const Status& s) { return umemcg::ErrnoOf(s.code()); }
-int Err(StatusCode c) { return umemcg::ErrnoOf(c); }
-
-// The handles created under one controller, so destroy can release them.
-struct Registry {
-  // The table's owners mutex: one for every registry, fork-safe with it.
-  std::mutex& mu = HandleTable::Global().owners_mu();
-  std::unordered_set<uintptr_t> handles;  // guarded by mu
-  std::atomic<int64_t> live{0};           // payloads not yet freed
-};
 
 struct ControllerPayload final : HandlePayload {
   std::unique_ptr<Controller> ctrl;
@@ -64,29 +67,6 @@ struct ControllerPayload final : HandlePayload {
     }
     ctrl.reset();
   }
-};
-
-// Base of payloads owned by a controller.
-struct OwnedPayload : HandlePayload {
-  explicit OwnedPayload(std::shared_ptr<Registry> r) : registry(std::move(r)) {
-    registry->live.fetch_add(1, std::memory_order_relaxed);
-  }
-  ~OwnedPayload() override {
-    {
-      std::lock_guard<std::mutex> lock(registry->mu);
-      registry->handles.erase(handle);
-    }
-    registry->live.fetch_sub(1, std::memory_order_release);
-  }
-  std::shared_ptr<Registry> registry;
-  uintptr_t handle = 0;
-};
-
-struct GroupPayload final : OwnedPayload {
-  GroupPayload(std::shared_ptr<Registry> r, GroupRef g)
-      : OwnedPayload(std::move(r)), group(std::move(g)) {}
-  ~GroupPayload() override { group.reset(); }
-  GroupRef group;
 };
 
 struct ObjCgroupPayload final : OwnedPayload {
@@ -122,61 +102,7 @@ struct ReclaimerPayload final : OwnedPayload {
   CReclaimer reclaimer;
 };
 
-template <typename T>
-T* As(const HandleTable::Use& use) {
-  return use ? dynamic_cast<T*>(use.payload()) : nullptr;
-}
-
-uintptr_t Register(const std::shared_ptr<Registry>& registry,
-                   std::unique_ptr<OwnedPayload> payload) {
-  OwnedPayload* p = payload.get();
-  // Not under registry->mu: a failed Add destroys the payload, whose
-  // destructor takes that lock.
-  const uintptr_t h = HandleTable::Global().Add(std::move(payload));
-  if (h == 0) return 0;
-  // Nobody knows h yet, so p is still alive.
-  p->handle = h;
-  std::lock_guard<std::mutex> lock(registry->mu);
-  registry->handles.insert(h);
-  return h;
-}
-
-// A new handle to `g` under `registry`; 0 when the table is full.
-uintptr_t NewGroupHandle(const std::shared_ptr<Registry>& registry, Group* g) {
-  return Register(registry,
-                  std::make_unique<GroupPayload>(registry, GroupRef(g)));
-}
-
-template <typename T>
-T* FromHandle(uintptr_t h) {
-  return reinterpret_cast<T*>(h);
-}
-uintptr_t ToHandle(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-bool ValidString(const char* s, size_t max_bytes) {
-  if (s == nullptr) return false;
-  const size_t n = strnlen(s, max_bytes + 1);
-  return n <= max_bytes;
-}
-
 ChargeFlags FlagsOf(uint32_t flags) { return static_cast<ChargeFlags>(flags); }
-
-struct GroupUse {
-  HandleTable::Use use;
-  GroupPayload* payload = nullptr;
-  Group* group() const { return payload->group.get(); }
-};
-
-GroupUse AcquireGroup(umemcg_group_t* h) {
-  GroupUse g{HandleTable::Global().Acquire(ToHandle(h))};
-  g.payload = As<GroupPayload>(g.use);
-  return g;
-}
-
-int CheckGroupArg(umemcg_group_t* h, const GroupUse& g) {
-  if (h == nullptr) return EINVAL;
-  return g.payload == nullptr ? EBADF : 0;
-}
 
 }  // namespace
 
@@ -196,6 +122,7 @@ extern "C" void umemcg_options_init(umemcg_options_t* options) {
       std::chrono::duration_cast<std::chrono::milliseconds>(
           d.stats_flush_period)
           .count();
+  options->high_work = UMEMCG_HIGH_WORK_THREAD;
 }
 
 extern "C" int umemcg_controller_create(const umemcg_options_t* options,
@@ -219,6 +146,19 @@ extern "C" int umemcg_controller_create(const umemcg_options_t* options,
     return EINVAL;
   }
   opts.stats_flush_period = std::chrono::milliseconds(o.stats_flush_period_ms);
+  switch (o.high_work) {
+    case UMEMCG_HIGH_WORK_THREAD:
+      opts.high_work = umemcg::HighWorkMode::kThread;
+      break;
+    case UMEMCG_HIGH_WORK_MANUAL:
+      opts.high_work = umemcg::HighWorkMode::kManual;
+      break;
+    case UMEMCG_HIGH_WORK_NONE:
+      opts.high_work = umemcg::HighWorkMode::kNone;
+      break;
+    default:
+      return EINVAL;
+  }
   auto ctrl = Controller::Create(std::move(opts));
   if (!ctrl.ok()) return Err(ctrl.status());
   auto payload = std::make_unique<ControllerPayload>();
@@ -236,6 +176,16 @@ extern "C" int umemcg_controller_destroy(umemcg_controller_t* ctrl) {
     if (As<ControllerPayload>(use) == nullptr) return EBADF;
   }
   return HandleTable::Global().Release(ToHandle(ctrl)) ? 0 : EBADF;
+}
+
+extern "C" int umemcg_run_high_work(umemcg_controller_t* ctrl, size_t* ran) {
+  if (ctrl == nullptr) return EINVAL;
+  HandleTable::Use use = HandleTable::Global().Acquire(ToHandle(ctrl));
+  auto* c = As<ControllerPayload>(use);
+  if (c == nullptr) return EBADF;
+  const size_t n = c->ctrl->RunHighWork();
+  if (ran != nullptr) *ran = n;
+  return 0;
 }
 
 // ---- Groups ----
@@ -295,19 +245,6 @@ extern "C" int umemcg_group_release(umemcg_group_t* group) {
   }
   return HandleTable::Global().Release(ToHandle(group)) ? 0 : EBADF;
 }
-
-namespace {
-
-int CopyOut(const std::string& text, char* buf, size_t len, size_t* needed) {
-  if (needed != nullptr) *needed = text.size() + 1;
-  if (buf == nullptr && len != 0) return EINVAL;
-  if (len < text.size() + 1) return ERANGE;
-  std::memcpy(buf, text.data(), text.size());
-  buf[text.size()] = '\0';
-  return 0;
-}
-
-}  // namespace
 
 extern "C" int umemcg_group_path(umemcg_group_t* group, char* buf, size_t len,
                                  size_t* needed) {
@@ -478,28 +415,6 @@ extern "C" int umemcg_flush(umemcg_group_t* group) {
   return 0;
 }
 
-// ---- Files ----
-
-extern "C" int umemcg_read_file(umemcg_group_t* group, const char* name,
-                                char* buf, size_t len, size_t* needed) {
-  GroupUse g = AcquireGroup(group);
-  if (int e = CheckGroupArg(group, g)) return e;
-  if (!ValidString(name, kMaxNameBytes)) return EINVAL;
-  auto text = g.group()->ReadFile(name);
-  if (!text.ok()) return Err(text.status());
-  return CopyOut(text.value(), buf, len, needed);
-}
-
-extern "C" int umemcg_write_file(umemcg_group_t* group, const char* name,
-                                 const char* text) {
-  GroupUse g = AcquireGroup(group);
-  if (int e = CheckGroupArg(group, g)) return e;
-  if (!ValidString(name, kMaxNameBytes) || !ValidString(text, kMaxTextBytes)) {
-    return EINVAL;
-  }
-  return Err(g.group()->WriteFile(name, text));
-}
-
 // ---- Callbacks ----
 
 extern "C" int umemcg_reclaimer_add(umemcg_group_t* group,
@@ -640,7 +555,7 @@ extern "C" const char* umemcg_strerror(int err) {
     case EEXIST:
       return "a group with that name exists";
     case EBUSY:
-      return "group has children";
+      return "group has children (or the memory controller is in use)";
     case ENODEV:
       return "group was removed";
     case ENOMEM:

@@ -1,8 +1,10 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The memory files: one table of {name, root?, read, write} and a handler
+// The group files: one table of {name, root?, read, write} and a handler
 // per file, re-expressing the kernel's memory_*_show / memory_*_write
-// (mm/memcontrol.c) on top of the typed Group API.
+// (mm/memcontrol.c) and the cgroup core files a memory-only hierarchy has
+// (cgroup_*_show / cgroup_subtree_control_write, kernel/cgroup/cgroup.c)
+// on top of the typed Group API.
 
 #include "umemcg/files.h"
 
@@ -30,11 +32,10 @@ Status Invalid(std::string what) {
 
 std::string BytesLine(Pages p) { return std::to_string(p.in_bytes()) + "\n"; }
 
-// Well-formed UTF-8 without NUL (anything a kernel string write carries).
+// Well-formed UTF-8 (the value of a write: what precedes its first NUL).
 bool ValidText(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == 0) return false;
     size_t extra = 0;
     if (c >= 0xc2 && c <= 0xdf) {
       extra = 1;
@@ -94,6 +95,49 @@ std::string StatErrorText(const Group& g) {
   return out;
 }
 
+// cgroup.stat: the kernel's cgroup_stat_show().
+std::string CgroupStatText(const Group& g) {
+  return "nr_descendants " + std::to_string(g.nr_descendants()) +
+         "\nnr_dying_descendants " + std::to_string(g.nr_dying_descendants()) +
+         "\n";
+}
+
+// cgroup.events: the kernel's cgroup_events_show(). Nothing can be frozen.
+std::string CgroupEventsText(const Group& g) {
+  return std::string(g.populated() ? "populated 1\n" : "populated 0\n") +
+         "frozen 0\n";
+}
+
+// cgroup.subtree_control (kernel: cgroup_subtree_control_write) in a
+// hierarchy whose only controller is memory, enabled in every group: each
+// space-separated token must be "+memory" or "-memory" (anything else is
+// EINVAL, as an unknown controller name or a missing prefix is); enabling
+// is a no-op. Disabling is refused with EBUSY: the kernel refuses it while
+// a child has memory in its own subtree_control, which every umemcg child
+// has; on a leaf the kernel would accept it, but a umemcg group cannot
+// exist without memory accounting (docs/design.md).
+Status WriteSubtreeControl(Group& g, std::string_view text) {
+  std::string_view rest = StripSpace(text);
+  bool disable = false;
+  while (!rest.empty()) {
+    const size_t sp = rest.find(' ');
+    const std::string_view tok = rest.substr(0, sp);
+    rest =
+        sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+    if (tok.empty()) continue;
+    if (tok.size() < 2 || tok.substr(1) != "memory" ||
+        (tok[0] != '+' && tok[0] != '-')) {
+      return Invalid("cgroup.subtree_control: expected +memory or -memory");
+    }
+    disable = tok[0] == '-';  // the last token for a controller wins
+  }
+  if (!disable) return Status::Ok();
+  return Status(StatusCode::kBusy,
+                g.ChildNames().empty()
+                    ? "the memory controller cannot be disabled in umemcg"
+                    : "a child group has the memory controller enabled");
+}
+
 Status WriteLimit(Group& g, std::string_view text, WriteMode mode,
                   Status (Group::*set)(Pages, ChargeFlags)) {
   StatusOr<Pages> pages = ParseMemoryLimit(text);
@@ -146,7 +190,12 @@ struct MemoryFile::Spec {
 
 namespace {
 
+// The cgroup core files first, then memory.*, as cgroupfs lists them.
 constexpr MemoryFile::Spec kFiles[] = {
+    {"cgroup.controllers", true, true, false},
+    {"cgroup.subtree_control", true, true, true},
+    {"cgroup.events", false, true, false},
+    {"cgroup.stat", true, true, false},
     {"memory.current", false, true, false},
     {"memory.min", false, true, true},
     {"memory.low", false, true, true},
@@ -254,6 +303,11 @@ StatusOr<std::string> MemoryFile::Read() {
   const std::string_view n = spec_->name;
   if (spec_->external) return internal::ExternalLimits::ReadFile(g, n);
   const PageCounter& m = g.memory();
+  if (n == "cgroup.controllers" || n == "cgroup.subtree_control") {
+    return std::string("memory\n");
+  }
+  if (n == "cgroup.events") return CgroupEventsText(g);
+  if (n == "cgroup.stat") return CgroupStatText(g);
   if (n == "memory.current") return BytesLine(m.usage());
   if (n == "memory.min") return FormatMemoryLimit(m.min());
   if (n == "memory.low") return FormatMemoryLimit(m.low());
@@ -281,14 +335,22 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
   if (!spec_->writable) {
     return Status(StatusCode::kPermissionDenied, "file is read-only");
   }
-  if (text.size() > kMaxWriteBytes || !ValidText(text)) {
-    return Invalid("write must be UTF-8 text without NUL, at most 4096 bytes");
+  // kernfs: a write of zero bytes never reaches the file's handler.
+  if (text.empty()) return Status::Ok();
+  if (text.size() > kMaxWriteBytes) {
+    return Invalid("a write is at most 4096 bytes");
   }
+  // kernfs hands the handler the bytes with a NUL appended and every
+  // handler parses a C string, so the value ends at the first NUL and the
+  // rest of the write is ignored ("reset\n\0" is "reset\n").
+  text = text.substr(0, text.find('\0'));
+  if (!ValidText(text)) return Invalid("write must be UTF-8 text");
   const std::string_view n = spec_->name;
   if (spec_->external) {
     return internal::ExternalLimits::WriteFile(g, n, text,
                                                mode == WriteMode::kBlocking);
   }
+  if (n == "cgroup.subtree_control") return WriteSubtreeControl(g, text);
   if (n == "memory.max") return WriteLimit(g, text, mode, &Group::SetMax);
   if (n == "memory.high") return WriteLimit(g, text, mode, &Group::SetHigh);
   if (n == "memory.min" || n == "memory.low") {

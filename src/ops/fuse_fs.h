@@ -42,7 +42,11 @@ class FuseFs final : public Attachment {
   struct OpenFile {
     std::mutex mu;
     std::unique_ptr<MemoryFile> file;  // guarded by mu
-    bool pollable = false;             // memory.events(.local); immutable
+    // memory.events(.local) and cgroup.events; immutable.
+    bool pollable = false;
+    // cgroup.events: its "populated" changes with usage, which raises no
+    // event, so the notifier re-reads it every kPollTick while polled.
+    bool ticking = false;
     // The text served to reads, made at each read from offset 0 (seq_file).
     std::string text;  // guarded by mu
     bool have_text = false;
@@ -63,6 +67,10 @@ class FuseFs final : public Attachment {
 
   // ControllerObserver: wakes the poll notifier.
   void OnMemoryEvent(Group& group, MemoryEvent event) override;
+
+  // How often the notifier re-reads polled cgroup.events files (the kernel
+  // sends cgroup file notifications at most every 10 ms).
+  static constexpr int kPollTickMs = 20;
 
   // ---- For fuse_ops.cc ----
 
@@ -101,6 +109,8 @@ class FuseFs final : public Attachment {
   // queued (at most kMaxDrain).
   void DrainRequests(fuse_buf* buf);
   void NotifyPolls();
+  // Wakes the notifier (a futex wake only while it waits).
+  void WakeNotifier();
   // REQUIRES: f->mu held.
   static bool ChangedSinceRead(OpenFile* f);
 
@@ -120,8 +130,12 @@ class FuseFs final : public Attachment {
   // Set by a request thread that saw the connection end (unmounted from
   // outside); read by mounted() without touching the session.
   std::atomic<bool> disconnected_{false};
-  // Bumped by every memory event; the notifier waits on it (futex).
+  // Bumped by every memory event and cgroup.events poll registration; the
+  // notifier waits on it (futex, with a timeout while it ticks), having
+  // set notifier_waiting_ first (seq_cst on both sides: either the waker
+  // sees the flag or the notifier sees the new sequence).
   std::atomic<uint32_t> events_seq_{0};
+  std::atomic<bool> notifier_waiting_{false};
 
   std::mutex mu_;
   std::unordered_set<OpenFile*> open_files_;  // guarded by mu_; owned

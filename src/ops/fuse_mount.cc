@@ -26,9 +26,11 @@
 // libfuse's API can free it.
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +41,27 @@
 
 namespace umemcg {
 namespace internal {
+namespace {
+
+// The futex word of a std::atomic<uint32_t> (layout-compatible on Linux).
+uint32_t* FutexWord(std::atomic<uint32_t>& a) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  return reinterpret_cast<uint32_t*>(&a);
+}
+
+// Sleeps while *word == expected, at most `timeout_ms` (< 0: no limit).
+void FutexWait(std::atomic<uint32_t>& word, uint32_t expected, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  (void)::syscall(SYS_futex, FutexWord(word), FUTEX_WAIT_PRIVATE, expected,
+                  timeout_ms < 0 ? nullptr : &ts, nullptr, 0);
+}
+
+void FutexWake(std::atomic<uint32_t>& word) {
+  (void)::syscall(SYS_futex, FutexWord(word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+                  nullptr, 0);
+}
+
+}  // namespace
 
 FuseFs::FuseFs(Controller& controller, std::string path,
                const MountOptions& options)
@@ -158,22 +181,27 @@ void FuseFs::DrainRequests(fuse_buf* buf) {
   }
 }
 
-void FuseFs::OnMemoryEvent(Group&, MemoryEvent) {
-  // Release: the notifier's acquire load then sees the counters this event
-  // changed. notify_one makes a futex call only while the notifier waits.
-  events_seq_.fetch_add(1, std::memory_order_release);
-  events_seq_.notify_one();
+void FuseFs::OnMemoryEvent(Group&, MemoryEvent) { WakeNotifier(); }
+
+void FuseFs::WakeNotifier() {
+  // seq_cst (with the notifier's flag store and sequence load): the
+  // notifier then sees the counters this event changed, and the futex
+  // call is made only while it waits.
+  events_seq_.fetch_add(1);
+  if (notifier_waiting_.load()) FutexWake(events_seq_);
 }
 
 void FuseFs::NotifyPolls() {
   uint32_t seen = events_seq_.load(std::memory_order_acquire);
   while (!stopping_.load(std::memory_order_acquire)) {
+    bool tick = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = polled_.begin(); it != polled_.end();) {
         OpenFile* f = *it;
         std::lock_guard<std::mutex> file_lock(f->mu);
         if (!ChangedSinceRead(f)) {
+          tick = tick || f->ticking;
           ++it;
           continue;
         }
@@ -184,7 +212,11 @@ void FuseFs::NotifyPolls() {
       }
     }
     // An event during the scan changed events_seq_ from `seen`: no wait.
-    events_seq_.wait(seen, std::memory_order_acquire);
+    notifier_waiting_.store(true);
+    if (events_seq_.load() == seen) {
+      FutexWait(events_seq_, seen, tick ? kPollTickMs : -1);
+    }
+    notifier_waiting_.store(false);
     seen = events_seq_.load(std::memory_order_acquire);
   }
 }
@@ -235,6 +267,8 @@ unsigned FuseFs::Poll(OpenFile* f, fuse_pollhandle* ph) {
     if (f->poll_handle != nullptr) fuse_pollhandle_destroy(f->poll_handle);
     f->poll_handle = ph;
     polled_.insert(f);
+    // A notifier waiting without a timeout must start ticking for it.
+    if (f->ticking) WakeNotifier();
   }
   return kDefault;
 }
@@ -246,8 +280,7 @@ void FuseFs::DoStop() {
   (void)!::write(stop_fd_, &one, sizeof(one));
   for (std::thread& t : workers_) t.join();
   workers_.clear();
-  events_seq_.fetch_add(1, std::memory_order_release);
-  events_seq_.notify_all();
+  WakeNotifier();
   notifier_.join();
   // No thread of ours runs a request now. Closing the session fd aborts
   // the connection; the unmount is lazy if a process still uses the mount.

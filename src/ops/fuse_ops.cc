@@ -180,7 +180,9 @@ int Open(const char* path, fuse_file_info* fi) {
   }
   auto f = std::make_unique<FuseFs::OpenFile>();
   const std::string_view name = node.file->name();
-  f->pollable = name == "memory.events" || name == "memory.events.local";
+  f->ticking = name == "cgroup.events";
+  f->pollable =
+      name == "memory.events" || name == "memory.events.local" || f->ticking;
   f->file = std::move(node.file);
   if (f->pollable) {
     StatusOr<std::string> text = f->file->Read();

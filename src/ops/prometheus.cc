@@ -80,6 +80,10 @@ GroupSample ReadSample(TreeReader& r, std::string path, int depth,
     s.cluster_stat = ReadKeyed(r, s.path, "memory.cluster.stat");
     s.cluster_events = ReadKeyed(r, s.path, "memory.cluster.events");
   }
+  if (options.cgroup) {
+    s.cgroup_events = ReadKeyed(r, s.path, "cgroup.events");
+    s.cgroup_stat = ReadKeyed(r, s.path, "cgroup.stat");
+  }
   return s;
 }
 
@@ -192,6 +196,13 @@ constexpr KeyedFamily kKeyedFamilies[] = {
      "Refusals over the max of the bound cluster group or below, from all "
      "nodes (memory.cluster.events).",
      "event", &GroupSample::cluster_events},
+    {"umemcg_cgroup_events", "gauge",
+     "cgroup.events of the group (populated: the subtree has memory charged "
+     "in umemcg, a live task in the kernel; frozen).",
+     "event", &GroupSample::cgroup_events},
+    {"umemcg_cgroup_stat", "gauge",
+     "cgroup.stat of the group (live and dying descendants).", "item",
+     &GroupSample::cgroup_stat},
 };
 
 const char* FlushModeName(StatsFlushMode mode) {

@@ -372,6 +372,9 @@ void Init() {
   // No flusher thread inside someone else's program: statistics are
   // flushed by readers (memory.stat, the report).
   options.stats_flush_period = std::chrono::nanoseconds(0);
+  // Nor a memory.high worker: over-high groups are reclaimed by the next
+  // blocking charge (UMEMCG_ENFORCE) or memory.high write.
+  options.high_work = HighWorkMode::kNone;
   options.error_hook = [](const ErrorReport& r) {
     Warn("umemcg-preload: accounting error: %s\n", r.what);
   };

@@ -8,7 +8,7 @@
 // Input format (each step consumes bytes; missing bytes read as 0):
 //   op byte: 0 write, 1 read, 2 create child, 3 remove, 4 charge,
 //            5 uncharge everything the fuzzer charged, 6 drain stocks
-//   group byte: index into the live groups
+//   group byte: index into the groups made (removed ones included)
 //   for read/write: name byte (index into the known names, or an
 //   arbitrary name from the input when >= the count), then a length byte
 //   and that many text bytes.
@@ -54,7 +54,8 @@ const char* const kNames[] = {
     "memory.high",       "memory.max",          "memory.peak",
     "memory.events",     "memory.events.local", "memory.stat",
     "memory.oom.group",  "memory.reclaim",      "memory.stock",
-    "memory.stat_error",
+    "memory.stat_error", "cgroup.controllers",  "cgroup.subtree_control",
+    "cgroup.events",     "cgroup.stat",
 };
 constexpr size_t kNumNames = sizeof(kNames) / sizeof(kNames[0]);
 
@@ -138,6 +139,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     umemcg::Status s = ctrl->CheckInvariants();
     if (!s.ok()) Fail(s.ToString());
+    // cgroup.stat: every group the fuzzer made is online or dying.
+    int64_t online = 0;
+    for (const Live& l : groups) online += l.group->online() ? 1 : 0;
+    if (ctrl->root().nr_descendants() != online - 1) {
+      Fail("nr_descendants is not the number of online groups");
+    }
+    // The removed ones are dying: the fuzzer still holds them.
+    if (ctrl->root().nr_dying_descendants() !=
+        static_cast<int64_t>(groups.size()) - online) {
+      Fail("nr_dying_descendants is not the number of removed groups");
+    }
     if (ctrl->underflows() != 0) Fail("underflow");
   }
   // Everything charged must come back.

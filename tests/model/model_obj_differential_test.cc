@@ -9,8 +9,9 @@
 //     each charge / free returns the model's code.
 //   - At quiescent points (DrainAllStocks on the root): every online
 //     group's usage equals the model's objcg pages of its subtree, its
-//     slab_unreclaimable and kmem statistics equal the model's bytes and
-//     pages, and each objcg's pool holds exactly the rest of its last page.
+//     slab_unreclaimable and kernel (MEMCG_KMEM) statistics equal the model's
+//     bytes and pages, and each objcg's pool holds exactly the rest of its last
+//     page.
 //   - At the end, after freeing everything and dropping every handle,
 //     Reap() leaves only the online groups allocated, all usage is zero
 //     and no error was reported.
@@ -83,7 +84,7 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
       EXPECT_EQ(groups[id]->usage(), m.ObjPages(id));
       EXPECT_EQ(groups[id]->StatExact(StatItem::kSlabUnreclaimable),
                 static_cast<int64_t>(m.SlabBytes(id).raw()));
-      EXPECT_EQ(groups[id]->StatExact(StatItem::kKmem),
+      EXPECT_EQ(groups[id]->StatExact(StatItem::kKernel),
                 static_cast<int64_t>(m.ObjPages(id).raw()));
     }
   };

@@ -118,19 +118,25 @@ class FuseMountTest : public ::testing::Test {
 TEST_F(FuseMountTest, ListsGroupsAndFilesWithCgroupfsModes) {
   Cmd c =
       Sh("stat -c '%A %n' a/memory.current a/memory.max a/memory.reclaim "
-         "a/memory.events a/b");
+         "a/memory.events a/cgroup.subtree_control a/cgroup.events "
+         "a/cgroup.stat a/cgroup.controllers a/b");
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(c.out,
             "-r--r--r-- a/memory.current\n"
             "-rw-r--r-- a/memory.max\n"
             "--w------- a/memory.reclaim\n"
             "-r--r--r-- a/memory.events\n"
+            "-rw-r--r-- a/cgroup.subtree_control\n"
+            "-r--r--r-- a/cgroup.events\n"
+            "-r--r--r-- a/cgroup.stat\n"
+            "-r--r--r-- a/cgroup.controllers\n"
             "drwxr-xr-x a/b\n");
   // The root has the root's files only, like /sys/fs/cgroup.
   c = Sh("ls");
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(c.out,
-            "a\nmemory.reclaim\nmemory.stat\nmemory.stat_error\n"
+            "a\ncgroup.controllers\ncgroup.stat\ncgroup.subtree_control\n"
+            "memory.reclaim\nmemory.stat\nmemory.stat_error\n"
             "memory.stock\n");
   c = Sh("ls -l a | grep -c '^-'");
   EXPECT_EQ(c.out, std::to_string(a_->ListFiles().size()) + "\n");
@@ -255,6 +261,48 @@ TEST_F(FuseMountTest, ReadOfARemovedGroupFailsWithENODEV) {
   ::close(fd);
 }
 
+// The kernel selftest's reset: write(fd, "reset\n\0", 7) must return 7
+// (kernfs passes the bytes on; the value ends at the NUL). EINVAL before.
+TEST_F(FuseMountTest, WritesWithATrailingNulTakeEveryByte) {
+  ASSERT_TRUE(a_->TryCharge(Pages(10)).ok());
+  a_->UnchargeDirect(Pages(6));
+  const int fd = ::open(P("a/memory.peak").c_str(), O_RDWR | O_APPEND);
+  ASSERT_GE(fd, 0);
+  static const char reset_string[] = "reset\n";
+  ASSERT_EQ(::write(fd, reset_string, sizeof(reset_string)),
+            static_cast<ssize_t>(sizeof(reset_string)));
+  char buf[64] = {};
+  ASSERT_GT(::pread(fd, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_STREQ(buf, "16384\n");
+  ::close(fd);
+  const int mfd = ::open(P("a/memory.max").c_str(), O_WRONLY);
+  ASSERT_GE(mfd, 0);
+  ASSERT_EQ(::write(mfd, "1M\n\0\xff", 5), 5);
+  EXPECT_EQ(a_->memory().max(), Pages(256));
+  errno = 0;
+  EXPECT_EQ(::write(mfd, "1Q\0", 3), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ::close(mfd);
+  a_->UnchargeDirect(Pages(4));
+}
+
+TEST_F(FuseMountTest, CgroupCoreFiles) {
+  Cmd c =
+      Sh("cat cgroup.controllers cgroup.subtree_control a/cgroup.stat "
+         "a/b/cgroup.events");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(c.out,
+            "memory\nmemory\nnr_descendants 1\nnr_dying_descendants 0\n"
+            "populated 0\nfrozen 0\n");
+  EXPECT_EQ(Sh("echo +memory > a/cgroup.subtree_control").status, 0);
+  c = Sh("echo -memory > a/cgroup.subtree_control");
+  EXPECT_NE(c.status, 0);
+  EXPECT_NE(c.out.find("Device or resource busy"), std::string::npos) << c.out;
+  c = Sh("echo +cpu > a/cgroup.subtree_control");
+  EXPECT_NE(c.out.find("Invalid argument"), std::string::npos) << c.out;
+  EXPECT_NE(Sh("test -e cgroup.events").status, 0);  // not on the root
+}
+
 TEST_F(FuseMountTest, MemoryPeakResetsPerOpenFile) {
   ASSERT_TRUE(a_->TryCharge(Pages(10)).ok());
   a_->UnchargeDirect(Pages(10));
@@ -357,6 +405,61 @@ TEST_F(FuseMountTest, PollWakesWhenMemoryEventsChange) {
   ::close(cfd);
 }
 
+// Blocks in poll(POLLPRI) on `fd` until woken (or kPatience): the
+// revents, 0 on timeout.
+short PollPri(int fd) {
+  pollfd q{fd, POLLPRI, 0};
+  if (::poll(&q, 1, static_cast<int>(kPatience.count() * 1000)) != 1) return 0;
+  return q.revents;
+}
+
+// cgroup.events wakes poll() when "populated" changes, though a charge
+// raises no event: the notifier re-reads polled cgroup.events files.
+TEST_F(FuseMountTest, PollWakesWhenCgroupEventsChange) {
+  const int fd = ::open(P("a/b/cgroup.events").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  char buf[64] = {};
+  ASSERT_GT(::pread(fd, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_STREQ(buf, "populated 0\nfrozen 0\n");
+  pollfd p{fd, POLLPRI, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+
+  std::atomic<short> revents{0};
+  std::atomic<bool> started{false};
+  std::thread poller([&] {
+    started.store(true);
+    revents.store(PollPri(fd));
+  });
+  WaitFor([&] { return started.load(); });
+  ASSERT_TRUE(b_->TryCharge(Pages(1)).ok());  // populated 0 -> 1
+  poller.join();
+  EXPECT_EQ(revents.load() & (POLLPRI | POLLERR), POLLPRI | POLLERR);
+  std::memset(buf, 0, sizeof(buf));
+  ASSERT_GT(::pread(fd, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_STREQ(buf, "populated 1\nfrozen 0\n");
+
+  // And back (batch 1: nothing stays in the stock).
+  std::thread poller2([&] { revents.store(PollPri(fd)); });
+  b_->UnchargeDirect(Pages(1));
+  poller2.join();
+  EXPECT_NE(revents.load() & POLLPRI, 0);
+  std::memset(buf, 0, sizeof(buf));
+  ASSERT_GT(::pread(fd, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_STREQ(buf, "populated 0\nfrozen 0\n");
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+
+  // Removal wakes it too; the read then fails with ENODEV.
+  std::thread poller3([&] { revents.store(PollPri(fd)); });
+  ASSERT_TRUE(ctrl_->RemoveGroup(*b_).ok());
+  poller3.join();
+  EXPECT_NE(revents.load() & POLLPRI, 0);
+  errno = 0;
+  EXPECT_EQ(::pread(fd, buf, sizeof(buf) - 1, 0), -1);
+  EXPECT_EQ(errno, ENODEV);
+  ::close(fd);
+}
+
 TEST_F(FuseMountTest, MountReadsBackLikeTheController) {
   ASSERT_TRUE(b_->TryCharge(Pages(7)).ok());
   ASSERT_TRUE(a_->SetHigh(Pages(300)).ok());
@@ -387,6 +490,14 @@ TEST_F(FuseMountTest, CliOnTheLiveMount) {
             "   └─ b     1.5M   max     max\n");
   c = Shell(cli + " --bytes cat " + Quote(P("a")) + " memory.max");
   EXPECT_EQ(c.out, "104857600\n");
+  c = Shell(cli + " cat " + Quote(P("a")) + " cgroup.events");
+  EXPECT_EQ(c.out, "populated 1\nfrozen 0\n");
+  c = Shell(cli + " cat " + Quote(root_) + " cgroup.stat");
+  EXPECT_EQ(c.out, "nr_descendants 2\nnr_dying_descendants 0\n");
+  c = Shell(cli + " set " + Quote(P("a")) +
+            " cgroup.subtree_control -- -memory");
+  EXPECT_EQ(c.status, 1);
+  EXPECT_NE(c.out.find("busy"), std::string::npos) << c.out;
   c = Shell(cli + " set " + Quote(P("a/b")) + " memory.max 1G");
   EXPECT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(b_->memory().max().in_bytes(), kGiB);

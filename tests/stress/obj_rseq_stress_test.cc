@@ -127,7 +127,7 @@ TEST_P(ObjRseqStressTest, BalancedAtQuiescence) {
     EXPECT_EQ(g->usage(), Pages(0)) << g->name();
     EXPECT_EQ(g->StatExact(StatItem::kSlabUnreclaimable), 0) << g->name();
     EXPECT_EQ(g->StatExact(StatItem::kSlabReclaimable), 0) << g->name();
-    EXPECT_EQ(g->StatExact(StatItem::kKmem), 0) << g->name();
+    EXPECT_EQ(g->StatExact(StatItem::kKernel), 0) << g->name();
   }
   EXPECT_EQ(ctrl->root().usage(), Pages(0));
   EXPECT_EQ(errors.load(), 0);

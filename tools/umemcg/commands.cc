@@ -71,8 +71,8 @@ std::string RenderTree(const MetricsSnapshot& snapshot, bool raw) {
 }
 
 StatusOr<std::string> TreeCommand(Target& target, bool raw) {
-  StatusOr<MetricsSnapshot> s =
-      CollectMetrics(*target.reader, target.group, {.stat = false});
+  StatusOr<MetricsSnapshot> s = CollectMetrics(
+      *target.reader, target.group, {.stat = false, .cgroup = false});
   if (!s.ok()) return s.status();
   return RenderTree(s.value(), raw);
 }

@@ -70,7 +70,8 @@ size_t TerminalRows() {
 }
 
 StatusOr<MetricsSnapshot> Sample(Target& target) {
-  return CollectMetrics(*target.reader, target.group, {.stat = false});
+  return CollectMetrics(*target.reader, target.group,
+                        {.stat = false, .cgroup = false});
 }
 
 }  // namespace
