@@ -34,20 +34,11 @@
 
 namespace umemcg::internal {
 
-namespace {
-
-constexpr size_t RoundUpToLine(size_t n) {
-  return (n + kCacheLineSize - 1) / kCacheLineSize * kCacheLineSize;
-}
-
-}  // namespace
-
 // ---- GroupStats ----
 
 size_t GroupStats::AllocationSize(int nr_shards, size_t nr_items) {
-  return sizeof(GroupStats) +
-         RoundUpToLine(static_cast<size_t>(nr_shards) * sizeof(void*)) +
-         3 * nr_items * sizeof(int64_t);
+  return sizeof(GroupStats) + 3 * nr_items * sizeof(int64_t) +
+         static_cast<size_t>(nr_shards) * sizeof(void*);
 }
 
 GroupStats* GroupStats::Create(Rstat* rstat, GroupStats* parent) {
@@ -55,8 +46,7 @@ GroupStats* GroupStats::Create(Rstat* rstat, GroupStats* parent) {
   rstat->MaybeRefillPools();
   const int n = rstat->nr_shards();
   const size_t items = rstat->nr_items();
-  void* mem = ::operator new(AllocationSize(n, items),
-                             std::align_val_t(kCacheLineSize));
+  void* mem = ::operator new(AllocationSize(n, items));
   return new (mem) GroupStats(rstat, parent, n, items);
 }
 
@@ -65,18 +55,19 @@ GroupStats::GroupStats(Rstat* rstat, GroupStats* parent, int nr_shards,
     : rstat_(rstat),
       parent_(parent),
       limits_(nr_items |
-              (rstat->rseq() ? static_cast<uint64_t>(nr_shards) << 32 : 0)) {
-  std::atomic<StatCpu*>* b = blocks();
-  for (int k = 0; k < nr_shards; ++k) new (&b[k]) std::atomic<StatCpu*>();
-  char* arrays = reinterpret_cast<char*>(this + 1) +
-                 RoundUpToLine(static_cast<size_t>(nr_shards) * sizeof(void*));
-  aggregate_ = reinterpret_cast<std::atomic<int64_t>*>(arrays);
-  local_ = aggregate_ + nr_items;
-  pending_ = reinterpret_cast<int64_t*>(local_ + nr_items);
+              (rstat->rseq() ? static_cast<uint64_t>(nr_shards) << 32 : 0)),
+      blocks_(reinterpret_cast<std::atomic<StatCpu*>*>(
+          reinterpret_cast<int64_t*>(this + 1) + 3 * nr_items)) {
+  std::atomic<int64_t>* aggregate = aggregate_array();
+  std::atomic<int64_t>* local = local_array();
+  int64_t* pend = pending();
   for (size_t i = 0; i < nr_items; ++i) {
-    new (&aggregate_[i]) std::atomic<int64_t>(0);
-    new (&local_[i]) std::atomic<int64_t>(0);
-    pending_[i] = 0;
+    new (&aggregate[i]) std::atomic<int64_t>(0);
+    new (&local[i]) std::atomic<int64_t>(0);
+    pend[i] = 0;
+  }
+  for (int k = 0; k < nr_shards; ++k) {
+    new (&blocks_[k]) std::atomic<StatCpu*>();
   }
   last_flush_ns_.store(rstat->clock_->Now().count(), std::memory_order_relaxed);
 }
@@ -91,7 +82,7 @@ void GroupStats::Destroy(GroupStats* g) {
     r->PushBlock(k, b);
   }
   g->~GroupStats();
-  ::operator delete(g, std::align_val_t(kCacheLineSize));
+  ::operator delete(g);
 }
 
 // ---- Rstat ----
@@ -112,8 +103,10 @@ Rstat::Rstat(const CpuIdSource* cpu, Options options)
       rseq_(RseqCommitAvailable() && options.rseq &&
             cpu->source() == CpuSource::kRseq && cpu->identity()),
       nr_shards_(static_cast<uint32_t>(cpu->nr_shards())),
-      block_size_(
-          RoundUpToLine(sizeof(StatCpu) + options.nr_items * sizeof(int64_t))),
+      // Not rounded to a line: a block starts on its own line (aligned
+      // allocation) and the allocator's next chunk starts after its end,
+      // so no two blocks share a line.
+      block_size_(sizeof(StatCpu) + options.nr_items * sizeof(int64_t)),
       shards_(cpu->nr_shards()),
       pools_(cpu->nr_shards()) {
   flush_list_.reserve(64);
@@ -167,7 +160,7 @@ StatCpu* Rstat::PopBlock(int k) {
   }
   // Relaxed: the size and the flags are hints for the refill.
   if (b == nullptr) {
-    p.ran_dry.store(true, std::memory_order_relaxed);
+    p.missed.fetch_add(1, std::memory_order_relaxed);
     refill_wanted_.store(true, std::memory_order_relaxed);
     return nullptr;
   }
@@ -230,12 +223,53 @@ void Rstat::MaybeRefillPools() {
   }
   for (int k = 0; k < pools_.size(); ++k) {
     StatPool& p = pools_[k];
-    if (p.ran_dry.exchange(false, std::memory_order_relaxed)) {
-      // Demand outran the pool between two refills: refill more next time.
+    if (const int64_t m = p.missed.exchange(0, std::memory_order_relaxed);
+        m > 0) {
+      // Demand outran the pool between two refills: keep more from now on.
       const int64_t t = p.target.load(std::memory_order_relaxed);
-      p.target.store(std::min(2 * t, kPoolMax), std::memory_order_relaxed);
+      p.target.store(std::min(std::max(2 * t, t + m), kPoolMax),
+                     std::memory_order_relaxed);
+      p.demand.store(true, std::memory_order_relaxed);
     }
     if (p.size.load(std::memory_order_relaxed) < kPoolLow) RefillPool(k);
+  }
+}
+
+uint64_t Rstat::locked_updates() const {
+  uint64_t n = 0;
+  for (int k = 0; k < shards_.size(); ++k) {
+    n += shards_[k].locked_updates.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+void Rstat::TrimPools() {
+  for (int k = 0; k < pools_.size(); ++k) {
+    StatPool& p = pools_[k];
+    // Relaxed: the pool's fields are hints (see StatPool).
+    int64_t t = p.target.load(std::memory_order_relaxed);
+    if (!p.demand.exchange(false, std::memory_order_relaxed) &&
+        t > kPoolInitial) {
+      t = std::max(t / 2, kPoolInitial);
+      p.target.store(t, std::memory_order_relaxed);
+    }
+    int64_t surplus = p.size.load(std::memory_order_relaxed) - 2 * t;
+    if (surplus <= 0) continue;
+    // Popping needs the shard lock (the only popper); skip a busy shard.
+    if (TryLockShard(shards_, k, rseq_) < 0) continue;
+    StatCpu* list = nullptr;
+    for (; surplus > 0; --surplus) {
+      StatCpu* b = PopBlock(k);
+      if (b == nullptr) break;
+      b->updated_next.store(list, std::memory_order_relaxed);
+      list = b;
+    }
+    shards_[k].lock.unlock();
+    while (list != nullptr) {  // freed outside the lock
+      StatCpu* next = list->updated_next.load(std::memory_order_relaxed);
+      DeleteBlock(list);
+      list = next;
+    }
   }
 }
 
@@ -259,11 +293,13 @@ void Rstat::UpdateLocked(GroupStats* g, size_t i, int64_t delta) {
       TryLockShard(shards_, k, rseq_) < 0) {
     return UpdateDirect(g, i, delta);
   }
+  sh.NoteLocked();
   StatCpu* c = g->block(k);
   if (c == nullptr || !c->linked()) {
     if (!Link(g, k)) {  // the pool ran dry
       sh.lock.unlock();
-      return UpdateDirect(g, i, delta);
+      UpdateDirect(g, i, delta);
+      return WakeRefiller();
     }
     c = g->block(k);
   }
@@ -381,6 +417,7 @@ void Rstat::CountLocked(GroupStats* g, GroupStats* from, int k, uint64_t m) {
   // Fenced when this thread migrated off CPU k since the add.
   if (TryLockShard(shards_, k, rseq_) < 0) return StopUnlocked(from);
   StatShard& sh = shards_[k];
+  sh.NoteLocked();
   StatCpu* c = g->block(k);
   if (c->linked()) {  // else a pass folded the update (invariant 3)
     const uint64_t epoch = sh.pass_epoch.load(std::memory_order_relaxed);
@@ -492,7 +529,7 @@ bool Rstat::Link(GroupStats* g, int k) {
       c->owner = x;
       c->shard = &shards_[k];
       // Release: a lock-free reader of the pointer sees the block's state.
-      x->blocks()[k].store(c, std::memory_order_release);
+      x->blocks_[k].store(c, std::memory_order_release);
     } else if (c->linked()) {
       break;
     }
@@ -513,13 +550,22 @@ bool Rstat::Link(GroupStats* g, int k) {
   return true;
 }
 
+void Rstat::WakeRefiller() {
+  // Relaxed: a hint (see refill_woken_). No flusher thread (period 0):
+  // group creation and reader flushes refill.
+  if (!refill_woken_.load(std::memory_order_relaxed) &&
+      !refill_woken_.exchange(true, std::memory_order_relaxed)) {
+    flusher_cv_.notify_one();
+  }
+}
+
 void Rstat::UpdateDirect(GroupStats* g, size_t i, int64_t delta) {
   // Relaxed: statistics; exact as soon as the adds land, which is what the
   // direct path promises (it needs no flush and carries no count).
   direct_updates_.fetch_add(1, std::memory_order_relaxed);
-  g->local_[i].fetch_add(delta, std::memory_order_relaxed);
+  g->local_array()[i].fetch_add(delta, std::memory_order_relaxed);
   for (GroupStats* a = g; a != nullptr; a = a->parent_) {
-    a->aggregate_[i].fetch_add(delta, std::memory_order_relaxed);
+    a->aggregate_array()[i].fetch_add(delta, std::memory_order_relaxed);
   }
 }
 

@@ -164,10 +164,14 @@ struct alignas(kCacheLineSize) StatCpu {
 };
 static_assert(sizeof(StatCpu) == kCacheLineSize);
 
-// The per-group part (one per Group, owned by it). One allocation:
-// this object, then the block pointers (one per CPU shard, padded to a
-// cache line), then aggregate[], local[] and pending[] (nr_items each).
-class alignas(kCacheLineSize) GroupStats {
+// The per-group part (one per Group, owned by it). One allocation: this
+// object (one cache line), then aggregate[], local[] and pending[]
+// (nr_items each), then the block pointers (one per CPU shard). Not
+// cache-line aligned, to keep the footprint small (docs/design.md,
+// Footprint): the hot path's read-mostly words share the line with the
+// shared count, which updates write once per batch below the threshold
+// (a hot group sits over it) and flushes once per pass.
+class GroupStats {
  public:
   static GroupStats* Create(Rstat* rstat, GroupStats* parent);
   // Returns the blocks to their pools. REQUIRES: unlinked everywhere (a
@@ -187,15 +191,15 @@ class alignas(kCacheLineSize) GroupStats {
   // ordered after that thread's update by other means (the shard lock,
   // or the completion of the update it reasons about).
   StatCpu* block(int k) const {
-    return blocks()[k].load(std::memory_order_relaxed);
+    return blocks_[k].load(std::memory_order_relaxed);
   }
   GroupStats* parent() const { return parent_; }
   int64_t aggregate(size_t i) const {
     // Relaxed: an independent statistic; see StatErrorBound for the lag.
-    return aggregate_[i].load(std::memory_order_relaxed);
+    return aggregate_array()[i].load(std::memory_order_relaxed);
   }
   int64_t local(size_t i) const {
-    return local_[i].load(std::memory_order_relaxed);
+    return local_array()[i].load(std::memory_order_relaxed);
   }
   uint64_t updates() const {
     // Acquire: pairs with the flusher's release decrement, so a smaller
@@ -211,32 +215,36 @@ class alignas(kCacheLineSize) GroupStats {
   GroupStats(Rstat* rstat, GroupStats* parent, int nr_shards, size_t nr_items);
   ~GroupStats() = default;
 
-  std::atomic<StatCpu*>* blocks() const {
-    return reinterpret_cast<std::atomic<StatCpu*>*>(
+  std::atomic<int64_t>* aggregate_array() const {
+    return reinterpret_cast<std::atomic<int64_t>*>(
         const_cast<GroupStats*>(this) + 1);
+  }
+  std::atomic<int64_t>* local_array() const {
+    return aggregate_array() + nr_items();
+  }
+  int64_t* pending() const {  // guarded by Rstat::flush_mu_
+    return reinterpret_cast<int64_t*>(aggregate_array() + 2 * nr_items());
   }
 
   // Read-mostly.
   Rstat* const rstat_;
   GroupStats* const parent_;
-  std::atomic<int64_t>* aggregate_;
-  std::atomic<int64_t>* local_;
-  int64_t* pending_;  // guarded by Rstat::flush_mu_
   // nr_items in the low half; in the high half the number of CPU shards
   // when the hot path commits through rseq, else 0 (so the sequence finds
-  // no block). One word: the hot path reads both with one load.
+  // no block).
   const uint64_t limits_;
+  std::atomic<StatCpu*>* blocks_;
 
   // Written by chunk moves and flushes, read by the counting path's
-  // threshold check: on a line of its own.
-  alignas(kCacheLineSize) std::atomic<uint64_t> updates_{0};
+  // threshold check.
+  std::atomic<uint64_t> updates_{0};
   // Stops of the count at this group or below it (see StopRecord): while
   // one is not covered by a finished flush of this subtree, readers get no
   // bound and flush.
   StopRecord stops_;
   std::atomic<int64_t> last_flush_ns_{0};
 };
-static_assert(sizeof(GroupStats) == 2 * kCacheLineSize);
+static_assert(sizeof(GroupStats) == kCacheLineSize);
 
 // One CPU's stats lock, flush epoch and (kGlobalWholeTree) global residue.
 struct StatShard {
@@ -250,6 +258,15 @@ struct StatShard {
   std::atomic<uint64_t> global_stopped_epoch{0};
   std::atomic<uint64_t> global_residue{0};  // like StatCpu::residue
   uint64_t global_chunked = 0;              // lock
+  // Updates that took this lock (the locked path and locked counts): a
+  // statistic for tests and benchmarks. Written under the lock (relaxed
+  // load + store, no RMW), read without it.
+  std::atomic<uint64_t> locked_updates{0};
+
+  void NoteLocked() {  // REQUIRES: lock held
+    locked_updates.store(locked_updates.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+  }
 };
 
 // One CPU's pool of free blocks (a line of its own: refills from other
@@ -259,9 +276,12 @@ struct StatPool {
   std::atomic<StatCpu*> head{nullptr};
   // Blocks in the list (approximate while pushes and pops race).
   std::atomic<int64_t> size{0};
-  // The refill level; doubled (up to kPoolMax) after the pool ran dry.
+  // The refill level; raised (up to kPoolMax) after the pool ran dry: at
+  // least doubled, and by what was missed. Halved (down to kPoolInitial)
+  // by each periodic flush that saw no such demand since the last.
   std::atomic<int64_t> target{0};
-  std::atomic<bool> ran_dry{false};
+  std::atomic<int64_t> missed{0};   // pops that found the pool empty
+  std::atomic<bool> demand{false};  // raised since the last trim
 };
 
 class Rstat {
@@ -277,11 +297,11 @@ class Rstat {
     bool rseq = true;
   };
   // Pool levels per CPU: refilled below kPoolLow, to the pool's target
-  // (kPoolInitial, doubled after running dry, at most kPoolMax); returned
-  // blocks beyond 2 x target go back to the allocator.
+  // (kPoolInitial, raised after running dry, at most kPoolMax, decaying
+  // when idle); blocks beyond 2 x target go back to the allocator.
   static constexpr int64_t kPoolLow = 4;
   static constexpr int64_t kPoolInitial = 8;
-  static constexpr int64_t kPoolMax = 1024;
+  static constexpr int64_t kPoolMax = 1 << 16;
 
   Rstat(const CpuIdSource* cpu, Options options);
   ~Rstat();  // stops the flusher, frees the pools
@@ -295,7 +315,7 @@ class Rstat {
   int nr_shards() const { return shards_.size(); }
   // True when the hot path commits through rseq (see the file comment).
   bool rseq() const { return rseq_; }
-  // Bytes of one StatCpu block with its items (a cache-line multiple).
+  // Bytes of one StatCpu block with its items (cache-line aligned).
   size_t block_size() const { return block_size_; }
   // ControllerOptions::stats_update_early_stop = false: every update counts
   // at every ancestor (the per-level walk without the early stop; for
@@ -322,8 +342,9 @@ class Rstat {
 
   StatErrorBound Bound(const GroupStats* g) const;
 
-  // The periodic flusher: flushes `root` every period (0: never). Start
-  // once; Stop joins the thread (idempotent).
+  // The periodic flusher: flushes `root` every period (0: never), and
+  // refills the pools when an update found one empty. Start once; Stop
+  // joins the thread (idempotent).
   void StartFlusher(GroupStats* root);
   void StopFlusher();
 
@@ -341,6 +362,10 @@ class Rstat {
   uint64_t direct_updates() const {
     return direct_updates_.load(std::memory_order_relaxed);
   }
+  // Updates (or their counts) that took a shard lock; with rseq commits
+  // only the first update of a group on a CPU after a flush pass, chunk
+  // moves and unrecorded stops should.
+  uint64_t locked_updates() const;
   // Updates sent to the direct path because a pool was empty.
   uint64_t pool_misses() const {
     return pool_misses_.load(std::memory_order_relaxed);
@@ -402,11 +427,17 @@ class Rstat {
   // css_rstat_updated().
   bool Link(GroupStats* g, int k);
   void UpdateDirect(GroupStats* g, size_t i, int64_t delta);
+  // After a pool ran dry: wakes the flusher thread to refill (once until
+  // it has). Not under a shard lock (a futex wake may be a system call).
+  void WakeRefiller();
 
   // Pools. PopBlock REQUIRES shard k locked; null when empty.
   StatCpu* PopBlock(int k);
   void PushBlock(int k, StatCpu* b);
   void RefillPool(int k);
+  // The periodic flusher: halves the targets of pools that saw no demand
+  // since the last call and frees the blocks beyond twice the target.
+  void TrimPools();
   StatCpu* NewBlock();
   void DeleteBlock(StatCpu* b);
 
@@ -438,6 +469,11 @@ class Rstat {
   // Set when a pool fell below kPoolLow (relaxed: a hint; the refill
   // re-reads every pool's size).
   std::atomic<bool> refill_wanted_{false};
+  // Set (relaxed, a hint) by an update that found its pool empty, to wake
+  // the flusher thread for a refill now rather than at its next period;
+  // cleared by the flusher. Set without flusher_mu_, so a wake can be
+  // missed: the period bounds the delay.
+  std::atomic<bool> refill_woken_{false};
 
   // Serialises flushers (kernel: the rstat lock). Taken per CPU pass.
   std::mutex flush_mu_;
@@ -475,7 +511,7 @@ inline bool GroupStats::Update(size_t i, int64_t delta) {
   if (RseqPerCpuAdd<offsetof(StatCpu, shard), 0,
                     offsetof(StatShard, pass_epoch),
                     offsetof(StatCpu, stopped_epoch), sizeof(StatCpu)>(
-          reinterpret_cast<const void* const*>(blocks()),
+          reinterpret_cast<const void* const*>(blocks_),
           static_cast<uint32_t>(limits_ >> 32), i, delta)) {
     return true;
   }

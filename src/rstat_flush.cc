@@ -31,19 +31,23 @@ void Rstat::FlushOne(StatCpu* c) {
   GroupStats* g = c->owner;
   GroupStats* p = g->parent_;
   int64_t* state = c->state();
+  int64_t* pending = g->pending();
+  int64_t* parent_pending = p != nullptr ? p->pending() : nullptr;
+  std::atomic<int64_t>* aggregate = g->aggregate_array();
+  std::atomic<int64_t>* local = g->local_array();
   for (size_t i = 0; i < nr_items_; ++i) {
-    int64_t delta = g->pending_[i];
-    g->pending_[i] = 0;
+    int64_t delta = pending[i];
+    pending[i] = 0;
     if (const int64_t v = state[i]; v != 0) {
       state[i] = 0;
       // Relaxed: independent statistics; ordered before the count clear
       // below by its release.
-      g->local_[i].fetch_add(v, std::memory_order_relaxed);
+      local[i].fetch_add(v, std::memory_order_relaxed);
       delta += v;
     }
     if (delta != 0) {
-      g->aggregate_[i].fetch_add(delta, std::memory_order_relaxed);
-      if (p != nullptr) p->pending_[i] += delta;
+      aggregate[i].fetch_add(delta, std::memory_order_relaxed);
+      if (parent_pending != nullptr) parent_pending[i] += delta;
     }
   }
   // Invariant 2: lower the counts only after the aggregate holds this CPU's
@@ -217,16 +221,31 @@ void Rstat::StopFlusher() {
 
 void Rstat::FlusherMain() {
   // Kernel: flush_memcg_stats_dwork(): force-flush from the root every
-  // period, so readers rarely find much to flush.
+  // period, so readers rarely find much to flush. In between, refill the
+  // pools when an update found one empty (WakeRefiller), without moving
+  // the next flush.
   std::unique_lock<std::mutex> lock(flusher_mu_);
+  std::chrono::nanoseconds next = clock_->Now() + period_;
   while (!stop_) {
-    if (clock_->WaitFor(flusher_cv_, lock, period_, [this] { return stop_; })) {
-      break;
+    const std::chrono::nanoseconds wait =
+        std::max(next - clock_->Now(), std::chrono::nanoseconds(0));
+    if (clock_->WaitFor(flusher_cv_, lock, wait, [this] {
+          // Relaxed: see refill_woken_.
+          return stop_ || refill_woken_.load(std::memory_order_relaxed);
+        })) {
+      if (stop_) break;
+      refill_woken_.store(false, std::memory_order_relaxed);
+      lock.unlock();
+      MaybeRefillPools();
+      lock.lock();
+      if (clock_->Now() < next) continue;
     }
     lock.unlock();
     FlushSubtree(root_);  // also refills the pools
+    TrimPools();
     periodic_flushes_.fetch_add(1, std::memory_order_relaxed);  // test counter
     lock.lock();
+    next = clock_->Now() + period_;
   }
 }
 

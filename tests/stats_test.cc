@@ -5,6 +5,8 @@
 // flusher, removal, custom items and bad input.
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -265,16 +268,66 @@ TEST(StatsTest, ByteUpdatesAreNormalisedToPagesForTheCount) {
             b.For(StatUnit::kBytes));
 }
 
-class StatsBoundTest : public ::testing::TestWithParam<StatsFlushMode> {};
+// How the bound checker's controller finds CPUs: fake ids on 2 shards
+// (the locked path; writers migrate by changing their id), or the real
+// CPUs with the rseq commit on or off (writers migrate by re-pinning).
+enum class BoundPath { kFake, kRseq, kRealLocked };
+
+struct BoundParam {
+  StatsFlushMode mode;
+  BoundPath path;
+};
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {0};
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+void PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+class StatsBoundTest : public ::testing::TestWithParam<BoundParam> {};
 
 TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
   constexpr int kWriters = 3;
   constexpr int kOps = 20000;
   ControllerOptions options = NoFlusher();
-  options.stats_flush_mode = GetParam();
-  TestController t(options, 2);  // 3 writers on 2 CPUs: shard collisions
-  GroupRef a = t.Make("a");
-  std::vector<GroupRef> leaves = {t.Make("a/x"), t.Make("a/y"), t.Make("b")};
+  options.stats_flush_mode = GetParam().mode;
+  const bool fake = GetParam().path == BoundPath::kFake;
+  std::unique_ptr<TestController> fake_ctrl;
+  std::unique_ptr<Controller> real_ctrl;
+  if (fake) {
+    fake_ctrl = std::make_unique<TestController>(options, 2);  // 3 writers
+  } else {
+    options.cpu_source = CpuSource::kAuto;
+    options.stats_rseq = GetParam().path == BoundPath::kRseq;
+    real_ctrl = Controller::Create(options).value();
+    if (GetParam().path == BoundPath::kRseq && !real_ctrl->info().stats_rseq) {
+      GTEST_SKIP() << "statistics rseq commit unavailable here (TSan build, "
+                      "no rseq registration or no membarrier RSEQ fence)";
+    }
+  }
+  Controller* ctrl = fake ? fake_ctrl->ctrl.get() : real_ctrl.get();
+  const std::vector<int> cpus = AllowedCpus();
+  auto make = [&](const char* parent, const char* name) {
+    Group& p = parent == nullptr ? ctrl->root() : *ctrl->Lookup(parent).value();
+    return ctrl->CreateGroup(p, name).value();
+  };
+  struct TestView {
+    Controller* ctrl;
+  } t{ctrl};
+  GroupRef a = make(nullptr, "a");
+  std::vector<GroupRef> leaves = {make("a", "x"), make("a", "y"),
+                                  make(nullptr, "b")};
   // Per writer: updates started and finished (seq_cst).
   std::atomic<int64_t> started[kWriters] = {};
   std::atomic<int64_t> done[kWriters] = {};
@@ -290,7 +343,10 @@ TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
         started[w].fetch_add(k);
         leaves[w]->CountEvent(StatItem::kPgfault, static_cast<uint64_t>(k));
         done[w].fetch_add(k);
-        if (n % 997 == 0) SetFakeCpu(static_cast<int>(rng() % 2));  // migrate
+        if (n % 997 == 0) {  // migrate
+          SetFakeCpu(static_cast<int>(rng() % 2));
+          if (!fake) PinTo(cpus[rng() % cpus.size()]);
+        }
         // Pace the writers so that the flushers keep groups under their
         // thresholds part of the time (over it, no bound is published).
         if (n % 16 == 0)
@@ -352,9 +408,23 @@ TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
   EXPECT_EQ(a->StatFast(StatItem::kPgfault), done[0].load() + done[1].load());
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, StatsBoundTest,
-                         ::testing::Values(StatsFlushMode::kPerGroupSubtree,
-                                           StatsFlushMode::kGlobalWholeTree));
+INSTANTIATE_TEST_SUITE_P(
+    Paths, StatsBoundTest,
+    ::testing::Values(
+        BoundParam{StatsFlushMode::kPerGroupSubtree, BoundPath::kFake},
+        BoundParam{StatsFlushMode::kGlobalWholeTree, BoundPath::kFake},
+        BoundParam{StatsFlushMode::kPerGroupSubtree, BoundPath::kRseq},
+        BoundParam{StatsFlushMode::kGlobalWholeTree, BoundPath::kRseq},
+        BoundParam{StatsFlushMode::kPerGroupSubtree, BoundPath::kRealLocked},
+        BoundParam{StatsFlushMode::kGlobalWholeTree, BoundPath::kRealLocked}),
+    [](const ::testing::TestParamInfo<BoundParam>& p) {
+      const char* path = p.param.path == BoundPath::kFake   ? "Fake"
+                         : p.param.path == BoundPath::kRseq ? "Rseq"
+                                                            : "RealLocked";
+      return std::string(path) +
+             (p.param.mode == StatsFlushMode::kPerGroupSubtree ? "PerGroup"
+                                                               : "Global");
+    });
 
 // An update on CPU 0 stops at `a` (over its threshold) before a flush of
 // `a` starts, and another after the flush passed CPU 0. The first is

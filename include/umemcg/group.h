@@ -66,6 +66,7 @@ class ControllerImpl;
 class ObjStock;
 class GroupStats;
 class ReclaimWalk;
+class StatsTestPeer;
 }  // namespace internal
 
 // ---- Charge flags (kernel gfp bits that matter to try_charge) ----
@@ -399,6 +400,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class internal::ControllerImpl;
   friend class internal::ObjStock;
   friend class internal::ReclaimWalk;
+  friend class internal::StatsTestPeer;  // tests: the per-CPU blocks
   friend struct PeakRegistry;
 
   Group(Controller* controller, Group* parent, std::string name, uint64_t id);
