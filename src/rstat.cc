@@ -259,6 +259,8 @@ void Rstat::TrimPools() {
     if (TryLockShard(shards_, k, rseq_) < 0) continue;
     StatCpu* list = nullptr;
     for (; surplus > 0; --surplus) {
+      // Relaxed: a peek (not a miss when the pool shrank meanwhile).
+      if (p.head.load(std::memory_order_relaxed) == nullptr) break;
       StatCpu* b = PopBlock(k);
       if (b == nullptr) break;
       b->updated_next.store(list, std::memory_order_relaxed);

@@ -76,7 +76,8 @@ struct Measured {
 // fake CPUs, updates each on `touched` CPUs, and returns the in-use bytes
 // per group (blocks waiting in the pools not counted: they are the
 // controller's, not a group's).
-Measured Measure(int nr_cpus, int touched, size_t custom_items) {
+[[maybe_unused]] Measured Measure(int nr_cpus, int touched,
+                                  size_t custom_items) {
   // 1022 (254 at 256 CPUs, to bound the test's memory) children: the
   // parent's child vector ends at a capacity of 1024 (256), 8 bytes per
   // group; the controller's objcg vector kept the warm-up's capacity (0
