@@ -67,7 +67,7 @@ bool RseqCommitAvailable();
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
 // the hit path: no GOT indirection). Set by the first RseqCommitAvailable()
 // call, before any caller may use the commit path.
-extern ptrdiff_t rseq_area_offset;
+extern ptrdiff_t rseq_area_offset __attribute__((visibility("hidden")));
 #endif
 
 // The CPU this thread runs on now (rseq cpu_id). REQUIRES: rseq registered.
