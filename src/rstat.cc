@@ -98,8 +98,7 @@ Rstat::Rstat(const CpuIdSource* cpu, Options options)
       period_(options.period),
       clock_(options.clock),
       // RseqCommitAvailable() first, whatever the source: it sets the
-      // rseq area's offset, which the fast sequence uses (harmlessly, on
-      // this thread's own area) even when rseq_ is false.
+      // rseq area's offset the sequences use.
       rseq_(RseqCommitAvailable() && options.rseq &&
             cpu->source() == CpuSource::kRseq && cpu->identity()),
       nr_shards_(static_cast<uint32_t>(cpu->nr_shards())),
@@ -285,7 +284,7 @@ int64_t Rstat::pooled_blocks() const {
 
 // ---- Updates ----
 
-void Rstat::UpdateLocked(GroupStats* g, size_t i, int64_t delta) {
+bool Rstat::UpdateLocked(GroupStats* g, size_t i, int64_t delta) {
   const int k = cpu_->CurrentShard();
   StatShard& sh = shards_[k];
   // A waiting flusher (same line as the lock) makes writers take the
@@ -293,7 +292,8 @@ void Rstat::UpdateLocked(GroupStats* g, size_t i, int64_t delta) {
   // Relaxed: a hint; the lock decides.
   if (sh.flusher_waiting.load(std::memory_order_relaxed) ||
       TryLockShard(shards_, k, rseq_) < 0) {
-    return UpdateDirect(g, i, delta);
+    UpdateDirect(g, i, delta);
+    return true;
   }
   sh.NoteLocked();
   StatCpu* c = g->block(k);
@@ -301,7 +301,8 @@ void Rstat::UpdateLocked(GroupStats* g, size_t i, int64_t delta) {
     if (!Link(g, k)) {  // the pool ran dry
       sh.lock.unlock();
       UpdateDirect(g, i, delta);
-      return WakeRefiller();
+      WakeRefiller();
+      return true;
     }
     c = g->block(k);
   }
@@ -315,17 +316,24 @@ void Rstat::UpdateLocked(GroupStats* g, size_t i, int64_t delta) {
     c->stopped_epoch.store(epoch, std::memory_order_relaxed);
   }
   sh.lock.unlock();
+  return true;
 }
 
 bool Rstat::UpdateSlow(GroupStats* g, size_t i, int64_t delta) {
   // Kernel: memcg_rstat_updated() ignores a zero change (the fast path
   // may have added it: harmless).
   if (delta == 0) return true;
+  // Tail calls: no frame on this path.
+  if (rseq_) return UpdateRseq(g, i, delta);
+  return UpdateLocked(g, i, delta);
+}
+
+bool Rstat::UpdateRseq(GroupStats* g, size_t i, int64_t delta) {
 #if UMEMCG_HAVE_RSEQ_COMMIT
   // The fast sequence failed: no stop recorded this epoch, no block yet,
   // the lock busy, or a restart. One more sequence with both guards (one
-  // retry after a restart), then the lock.
-  for (int attempt = 0; rseq_ && attempt < 2; ++attempt) {
+  // retry after a restart), else the lock.
+  for (int attempt = 0; attempt < 2; ++attempt) {
     const uint32_t cpu = RseqCpuId();
     if (cpu >= nr_shards_) break;
     StatCpu* c = g->block(static_cast<int>(cpu));
@@ -345,8 +353,7 @@ bool Rstat::UpdateSlow(GroupStats* g, size_t i, int64_t delta) {
     if (r == RseqAddResult::kMismatch) break;
   }
 #endif
-  UpdateLocked(g, i, delta);
-  return true;
+  return UpdateLocked(g, i, delta);
 }
 
 void Rstat::CountRseq(GroupStats* g, size_t i, int64_t delta, uint32_t cpu) {
@@ -431,27 +438,6 @@ void Rstat::CountLocked(GroupStats* g, GroupStats* from, int k, uint64_t m) {
     }
   }
   sh.lock.unlock();
-}
-
-void Rstat::CountUpdate(GroupStats* from, int k, uint64_t m) {
-  for (GroupStats* a = from; a != nullptr; a = a->parent_) {
-    if (early_stop_ && OverThreshold(a)) {
-      StopCount(a, k);
-      return;
-    }
-    StatCpu* c = a->block(k);
-    // Relaxed load + store: the shard lock makes this thread the only
-    // writer; the atomic is for the lock-free bound reader.
-    uint64_t r = c->residue.load(std::memory_order_relaxed) + m;
-    if (r >= static_cast<uint64_t>(batch_)) {
-      a->updates_.fetch_add(r, std::memory_order_relaxed);
-      c->chunked += r;
-      r = 0;
-    }
-    // Release: a reader that sees the residue moved to 0 also sees the
-    // fetch_add above (it reads residues before updates_).
-    c->residue.store(r, std::memory_order_release);
-  }
 }
 
 bool Rstat::CountGlobal(StatShard& sh, uint64_t m) {

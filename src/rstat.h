@@ -399,8 +399,10 @@ class Rstat {
     return g->updates_.load(std::memory_order_relaxed) > threshold_;
   }
 
-  // The locked path of Update (see the file comment).
-  void UpdateLocked(GroupStats* g, size_t i, int64_t delta);
+  // The locked path of Update (see the file comment); true.
+  bool UpdateLocked(GroupStats* g, size_t i, int64_t delta);
+  // The rseq part of UpdateSlow, falling back to UpdateLocked; true.
+  bool UpdateRseq(GroupStats* g, size_t i, int64_t delta);
   // After an rseq add with `linked_epoch` as the guard: counts the update
   // per level with rseq stores guarded by `pass_epoch` keeping the value
   // the block's linked_epoch has, else under the lock (CountLocked).
@@ -411,7 +413,26 @@ class Rstat {
   // unlinked meanwhile (a flush pass folded the update).
   void CountLocked(GroupStats* g, GroupStats* from, int k, uint64_t m);
   // REQUIRES: shard k locked. Counts from `from` up.
-  void CountUpdate(GroupStats* from, int k, uint64_t m);
+  void CountUpdate(GroupStats* from, int k, uint64_t m) {
+    for (GroupStats* a = from; a != nullptr; a = a->parent_) {
+      if (early_stop_ && OverThreshold(a)) {
+        StopCount(a, k);
+        return;
+      }
+      StatCpu* c = a->block(k);
+      // Relaxed load + store: the shard lock makes this thread the only
+      // writer; the atomic is for the lock-free bound reader.
+      uint64_t r = c->residue.load(std::memory_order_relaxed) + m;
+      if (r >= static_cast<uint64_t>(batch_)) {
+        a->updates_.fetch_add(r, std::memory_order_relaxed);
+        c->chunked += r;
+        r = 0;
+      }
+      // Release: a reader that sees the residue moved to 0 also sees the
+      // fetch_add above (it reads residues before updates_).
+      c->residue.store(r, std::memory_order_release);
+    }
+  }
   // REQUIRES: shard of `sh` locked. True when the update stopped with its
   // stop recorded this epoch.
   bool CountGlobal(StatShard& sh, uint64_t m);
@@ -505,14 +526,14 @@ class Rstat {
 inline bool GroupStats::Update(size_t i, int64_t delta) {
 #if UMEMCG_HAVE_RSEQ_COMMIT
   // The stop recorded this epoch covers the update: the add is all.
-  // Without rseq commits the limit is 0: the sequence only writes this
-  // thread's rseq_cs (the Rstat constructor made the area's offset
-  // valid) and fails.
-  if (RseqPerCpuAdd<offsetof(StatCpu, shard), 0,
+  // Without rseq commits the limit is 0: no sequence (the try-lock path
+  // would pay for a failing one).
+  const auto limit = static_cast<uint32_t>(limits_ >> 32);
+  if (limit != 0 &&
+      RseqPerCpuAdd<offsetof(StatCpu, shard), 0,
                     offsetof(StatShard, pass_epoch),
                     offsetof(StatCpu, stopped_epoch), sizeof(StatCpu)>(
-          reinterpret_cast<const void* const*>(blocks_),
-          static_cast<uint32_t>(limits_ >> 32), i, delta)) {
+          reinterpret_cast<const void* const*>(blocks_), limit, i, delta)) {
     return true;
   }
 #endif
