@@ -113,9 +113,11 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ro.mode = info.stats_flush_mode;
   ro.period = info.stats_flush_period;
   ro.clock = ctrl->clock_;
+  ro.rseq = ctrl->options_.stats_rseq;
   ctrl->rstat_ =
       std::make_unique<internal::Rstat>(&ctrl->stock_->cpu(), std::move(ro));
   if (!info.stats_update_early_stop) ctrl->rstat_->DisableEarlyStop();
+  ctrl->info_.stats_rseq = ctrl->rstat_->rseq();
   ctrl->stat_names_ = std::move(stat_names);
   ctrl->stat_units_ = std::move(stat_units);
   ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);

@@ -44,13 +44,13 @@ Group::Group(Controller* controller, Group* parent, std::string name,
       name_(std::move(name)),
       id_(id),
       depth_(parent != nullptr ? parent->depth_ + 1 : 0),
-      stats_(new internal::GroupStats(
+      stats_(internal::GroupStats::Create(
           controller->rstat_.get(),
           parent != nullptr ? parent->stats_ : nullptr)) {
   if (parent_ != nullptr) parent_->Get();
 }
 
-Group::~Group() { delete stats_; }
+Group::~Group() { internal::GroupStats::Destroy(stats_); }
 
 void Group::Put() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {

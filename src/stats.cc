@@ -151,11 +151,10 @@ void Controller::FlushAllStats() { rstat_->FlushSubtree(root_->stats_); }
 // ---- Group: updates ----
 
 bool Group::ModState(StatItem item, int64_t delta) {
-  internal::Rstat& r = *controller_->rstat_;
+  internal::GroupStats* s = stats_;
   const auto i = static_cast<size_t>(item);
-  if (i >= r.nr_items() || !online()) return false;
-  r.Update(stats_, i, delta);
-  return true;
+  if (i >= s->nr_items() || !online()) return false;
+  return s->Update(i, delta);
 }
 
 // ---- Group: readers ----

@@ -5,11 +5,16 @@
 // flusher, removal, custom items and bad input.
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -179,6 +184,75 @@ TEST(StatsTest, ThresholdReaderFlushesOnlyOverThreshold) {
   EXPECT_EQ(g->StatBound().pending, 0u);
 }
 
+// group.h: a Stat* read lags by at most batch x nr_cpus page-normalised
+// updates (plus racing ones). The per-CPU residues count: with 4 CPUs
+// and batch 64 (threshold 256), one batch per CPU in the shared count
+// (256, not over the threshold) and 63 more per CPU in the residues leave
+// 508 unflushed updates, which a read that looks at the shared count alone
+// does not flush.
+TEST(StatsTest, ThresholdReadLagsAtMostTheThresholdWithResiduesPending) {
+  TestController t(NoFlusher(), 4);
+  GroupRef g = t.Make("a");
+  int64_t truth = 0;
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    SetFakeCpu(cpu);
+    for (int n = 0; n < 64 + 63; ++n) {
+      ASSERT_TRUE(g->CountEvent(StatItem::kPgfault));
+      ++truth;
+    }
+  }
+  SetFakeCpu(0);
+  const StatErrorBound b = g->StatBound();
+  EXPECT_EQ(b.threshold, 256u);
+  EXPECT_EQ(b.pending, 508u);
+  EXPECT_FALSE(b.exceeded);  // the shared count alone is not over
+  const int64_t v = g->Stat(StatItem::kPgfault);
+  EXPECT_LE(truth - v, static_cast<int64_t>(b.threshold)) << "Stat() " << v;
+  EXPECT_EQ(v, 508);
+}
+
+// The same promise over random rounds: a burst of events in one group of
+// a 3-level tree on one random CPU, then a read of every group; in both
+// flush modes. (One item, so a read's lag is all the pending work.)
+class StatsLagTest : public ::testing::TestWithParam<StatsFlushMode> {};
+
+TEST_P(StatsLagTest, EveryThresholdReadIsWithinTheThreshold) {
+  constexpr int kCpus = 4;
+  ControllerOptions o = NoFlusher();
+  o.stats_flush_mode = GetParam();
+  TestController t(o, kCpus);
+  std::vector<GroupRef> g = {t.Make("a"), t.Make("a/b"), t.Make("a/b/c"),
+                             t.Make("a/d")};
+  const int parent[] = {-1, 0, 1, 0};
+  std::vector<int64_t> truth(g.size());  // hierarchical
+  const int64_t threshold = static_cast<int64_t>(g[0]->StatBound().threshold);
+  std::mt19937 rng(11);
+  int64_t worst = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const size_t gi = rng() % g.size();
+    const int burst = 1 + static_cast<int>(rng() % 20);
+    SetFakeCpu(static_cast<int>(rng() % kCpus));
+    for (int n = 0; n < burst; ++n) {
+      const uint64_t d = 1 + rng() % 3;
+      ASSERT_TRUE(g[gi]->CountEvent(StatItem::kPgfault, d));
+      for (int x = static_cast<int>(gi); x >= 0; x = parent[x]) {
+        truth[static_cast<size_t>(x)] += static_cast<int64_t>(d);
+      }
+    }
+    for (size_t r = 0; r < g.size(); ++r) {
+      const int64_t lag = truth[r] - g[r]->Stat(StatItem::kPgfault);
+      ASSERT_LE(lag, threshold) << "round " << round << ", group " << r;
+      worst = std::max(worst, lag);
+    }
+  }
+  SetFakeCpu(0);
+  RecordProperty("worst_lag", static_cast<int>(worst));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StatsLagTest,
+                         ::testing::Values(StatsFlushMode::kPerGroupSubtree,
+                                           StatsFlushMode::kGlobalWholeTree));
+
 TEST(StatsTest, ByteUpdatesAreNormalisedToPagesForTheCount) {
   TestController t(NoFlusher(), 2);
   GroupRef g = t.Make("a");
@@ -193,16 +267,66 @@ TEST(StatsTest, ByteUpdatesAreNormalisedToPagesForTheCount) {
             b.For(StatUnit::kBytes));
 }
 
-class StatsBoundTest : public ::testing::TestWithParam<StatsFlushMode> {};
+// How the bound checker's controller finds CPUs: fake ids on 2 shards
+// (the locked path; writers migrate by changing their id), or the real
+// CPUs with the rseq commit on or off (writers migrate by re-pinning).
+enum class BoundPath { kFake, kRseq, kRealLocked };
+
+struct BoundParam {
+  StatsFlushMode mode;
+  BoundPath path;
+};
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {0};
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+void PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+class StatsBoundTest : public ::testing::TestWithParam<BoundParam> {};
 
 TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
   constexpr int kWriters = 3;
   constexpr int kOps = 20000;
   ControllerOptions options = NoFlusher();
-  options.stats_flush_mode = GetParam();
-  TestController t(options, 2);  // 3 writers on 2 CPUs: shard collisions
-  GroupRef a = t.Make("a");
-  std::vector<GroupRef> leaves = {t.Make("a/x"), t.Make("a/y"), t.Make("b")};
+  options.stats_flush_mode = GetParam().mode;
+  const bool fake = GetParam().path == BoundPath::kFake;
+  std::unique_ptr<TestController> fake_ctrl;
+  std::unique_ptr<Controller> real_ctrl;
+  if (fake) {
+    fake_ctrl = std::make_unique<TestController>(options, 2);  // 3 writers
+  } else {
+    options.cpu_source = CpuSource::kAuto;
+    options.stats_rseq = GetParam().path == BoundPath::kRseq;
+    real_ctrl = Controller::Create(options).value();
+    if (GetParam().path == BoundPath::kRseq && !real_ctrl->info().stats_rseq) {
+      GTEST_SKIP() << "statistics rseq commit unavailable here (TSan build, "
+                      "no rseq registration or no membarrier RSEQ fence)";
+    }
+  }
+  Controller* ctrl = fake ? fake_ctrl->ctrl.get() : real_ctrl.get();
+  const std::vector<int> cpus = AllowedCpus();
+  auto make = [&](const char* parent, const char* name) {
+    Group& p = parent == nullptr ? ctrl->root() : *ctrl->Lookup(parent).value();
+    return ctrl->CreateGroup(p, name).value();
+  };
+  struct TestView {
+    Controller* ctrl;
+  } t{ctrl};
+  GroupRef a = make(nullptr, "a");
+  std::vector<GroupRef> leaves = {make("a", "x"), make("a", "y"),
+                                  make(nullptr, "b")};
   // Per writer: updates started and finished (seq_cst).
   std::atomic<int64_t> started[kWriters] = {};
   std::atomic<int64_t> done[kWriters] = {};
@@ -218,7 +342,10 @@ TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
         started[w].fetch_add(k);
         leaves[w]->CountEvent(StatItem::kPgfault, static_cast<uint64_t>(k));
         done[w].fetch_add(k);
-        if (n % 997 == 0) SetFakeCpu(static_cast<int>(rng() % 2));  // migrate
+        if (n % 997 == 0) {  // migrate
+          SetFakeCpu(static_cast<int>(rng() % 2));
+          if (!fake) PinTo(cpus[rng() % cpus.size()]);
+        }
         // Pace the writers so that the flushers keep groups under their
         // thresholds part of the time (over it, no bound is published).
         if (n % 16 == 0)
@@ -280,9 +407,23 @@ TEST_P(StatsBoundTest, UnflushedReadsStayWithinTheBoundConcurrently) {
   EXPECT_EQ(a->StatFast(StatItem::kPgfault), done[0].load() + done[1].load());
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, StatsBoundTest,
-                         ::testing::Values(StatsFlushMode::kPerGroupSubtree,
-                                           StatsFlushMode::kGlobalWholeTree));
+INSTANTIATE_TEST_SUITE_P(
+    Paths, StatsBoundTest,
+    ::testing::Values(
+        BoundParam{StatsFlushMode::kPerGroupSubtree, BoundPath::kFake},
+        BoundParam{StatsFlushMode::kGlobalWholeTree, BoundPath::kFake},
+        BoundParam{StatsFlushMode::kPerGroupSubtree, BoundPath::kRseq},
+        BoundParam{StatsFlushMode::kGlobalWholeTree, BoundPath::kRseq},
+        BoundParam{StatsFlushMode::kPerGroupSubtree, BoundPath::kRealLocked},
+        BoundParam{StatsFlushMode::kGlobalWholeTree, BoundPath::kRealLocked}),
+    [](const ::testing::TestParamInfo<BoundParam>& p) {
+      const char* path = p.param.path == BoundPath::kFake   ? "Fake"
+                         : p.param.path == BoundPath::kRseq ? "Rseq"
+                                                            : "RealLocked";
+      return std::string(path) +
+             (p.param.mode == StatsFlushMode::kPerGroupSubtree ? "PerGroup"
+                                                               : "Global");
+    });
 
 // An update on CPU 0 stops at `a` (over its threshold) before a flush of
 // `a` starts, and another after the flush passed CPU 0. The first is

@@ -183,6 +183,11 @@ struct ControllerOptions {
   // level on every update, the naive per-level walk (umemcg-bench's
   // `naive-walk` stat variant); values and bounds stay exact either way.
   bool stats_update_early_stop = true;
+  // Commit statistic updates (Group::ModState) with restartable sequences
+  // where the stocks can (see ControllerInfo::stock_rseq): one non-locked
+  // per-CPU add. false takes the per-CPU try-lock on every update (for
+  // benchmarks and tests of that path).
+  bool stats_rseq = true;
 };
 
 // The settings in effect, after defaults were resolved.
@@ -205,6 +210,10 @@ struct ControllerInfo {
   std::chrono::nanoseconds stats_flush_period{0};
   bool stats_update_early_stop = true;
   HighWorkMode high_work = HighWorkMode::kThread;
+  // Statistic updates commit through restartable sequences (the same
+  // conditions as stock_rseq, and ControllerOptions::stats_rseq);
+  // otherwise they take the per-CPU try-lock.
+  bool stats_rseq = false;
   size_t nr_stat_items = 0;  // built-in + custom
 };
 

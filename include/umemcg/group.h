@@ -68,6 +68,7 @@ class ExternalLimits;
 class ObjStock;
 class GroupStats;
 class ReclaimWalk;
+class StatsTestPeer;
 }  // namespace internal
 
 // ---- Charge flags (kernel gfp bits that matter to try_charge) ----
@@ -333,18 +334,27 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Updates are per-CPU adds, seen by readers after a flush of a subtree
   // holding the group. Three kinds of readers, by cost:
   //   *Fast   no flush: may lag by StatBound() (O(1));
-  //   Stat*   flush this group's subtree first if it is over its
-  //           threshold (kGlobalWholeTree: the whole tree if the global
-  //           count is), as memory.stat does: then lags by at most
-  //           batch x nr_cpus page-normalised updates plus the updates
-  //           racing with the read;
+  //   Stat*   flush this group's subtree first if its unflushed updates
+  //           (StatBound().pending: the shared count and the per-CPU
+  //           residues) pass batch x nr_cpus, or an update's count
+  //           stopped uncovered (StatBound().exceeded); kGlobalWholeTree:
+  //           the whole tree, by the global count. As memory.stat does.
+  //           Then lags by at most batch x nr_cpus page-normalised
+  //           updates plus the updates racing with the read. (The
+  //           kernel's check leaves the per-CPU residues out and can lag
+  //           by nr_cpus x (batch - 1) more.) Costs one load per CPU
+  //           the group was updated on when the shared count is under
+  //           the threshold;
   //   *Exact  always flush this group's subtree first: exact for updates
   //           that completed before the call.
   // Values are in the item's unit (pages, bytes, KiB or events) and may be
   // negative transiently (per-CPU deltas of opposite signs).
 
   // Adds `delta` (in the item's unit) to `item` of this group: this CPU's
-  // counter plus the rstat "updated" mark; no allocation, no blocking lock.
+  // counter plus the rstat "updated" mark; no allocation, no blocking lock,
+  // and with rseq (ControllerInfo::stats_rseq) no atomic read-modify-write
+  // in the common case: one non-locked add committed by a restartable
+  // sequence.
   // Refused (no-op, returns false) on a removed group or an unknown item.
   bool ModState(StatItem item, int64_t delta);
   // Counts `n` occurrences of an event item (pgfault, ...).
@@ -450,6 +460,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class internal::ExternalLimits;
   friend class internal::ObjStock;
   friend class internal::ReclaimWalk;
+  friend class internal::StatsTestPeer;  // tests: the per-CPU blocks
   friend struct PeakRegistry;
 
   Group(Controller* controller, Group* parent, std::string name, uint64_t id);

@@ -6,11 +6,14 @@
 // preempted, migrated or interrupted by a signal before its final store is
 // restarted at an abort handler, so that store is the commit).
 //
-// RseqCompareStore is the one primitive: on CPU `cpu`, if the byte `*lock`
-// is zero, `*owner == expected_owner` and `*word == expected`, store
-// `desired` into `*word`, as one uninterruptible step with respect to every
-// other thread on that CPU. It costs a store to the thread's rseq area, a
-// few loads and compares, and a plain store: no lock prefix.
+// RseqCompareStore: on CPU `cpu`, if the byte `*lock` is zero, `*owner ==
+// expected_owner` and `*word == expected`, store `desired` into `*word`,
+// as one uninterruptible step with respect to every other thread on that
+// CPU. It costs a store to the thread's rseq area, a few loads and
+// compares, and a plain store: no lock prefix. RseqPerCpuAdd and
+// RseqEpochAdd: the same shape with a non-locked `add` to memory as the
+// commit, guarded by words compared with an epoch (the statistics'
+// per-CPU add, kernel: this_cpu_add).
 //
 // Mutual exclusion with threads on other CPUs is the caller's protocol:
 // data touched by the primitive on CPU k may be changed by other code only
@@ -98,7 +101,7 @@ bool RseqFenceFailed();
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
 // the hit path: no GOT indirection). Set by the first RseqCommitAvailable()
 // call, before any caller may use the commit path.
-extern ptrdiff_t rseq_area_offset;
+extern ptrdiff_t rseq_area_offset __attribute__((visibility("hidden")));
 #endif
 
 // The CPU this thread runs on now (rseq cpu_id). REQUIRES: rseq registered.
@@ -173,6 +176,137 @@ aborted:
   return RseqResult::kAborted;
 mismatch:
   return RseqResult::kMismatch;
+}
+#endif
+
+// The outcome of RseqEpochAdd.
+enum class RseqAddResult : uint8_t {
+  kAddedFirst,   // added; *first matched the epoch
+  kAddedSecond,  // added; *first did not, *second did
+  kMismatch,     // the lock was held or neither guard matched
+  kAborted,      // not on `cpu`, or restarted (preempted, migrated, signal)
+};
+
+#if UMEMCG_HAVE_RSEQ_COMMIT
+// The per-CPU add (kernel: this_cpu_add, one non-locked instruction with
+// preemption off), for the hot path of a per-CPU statistic. In one
+// sequence on the CPU `cpu` this thread runs on: the block
+// `p = table[cpu]` (cpu < limit, p non-null), its shard
+// `s = *(p + kShard)`; if the lock byte `*(s + kLock)` is zero and the
+// guard `*(p + kGuard)` equals the epoch `*(s + kEpoch)`, add `delta` to
+// the 64-bit word `index` of the array at `p + kWords` with one `add`
+// instruction, which is the commit. The guard and the epoch are words
+// that only holders of the shard's lock change (after RseqExclude), so a
+// commit means they held at the add. Reading the CPU inside the sequence
+// saves comparing it with one read before. False when anything did not
+// hold or the sequence was restarted (the caller's slower path decides).
+// REQUIRES: RseqCommitAvailable().
+template <size_t kShard, size_t kLock, size_t kEpoch, size_t kGuard,
+          size_t kWords>
+inline bool RseqPerCpuAdd(const void* const* table, uint32_t limit,
+                          size_t index, int64_t delta) {
+  auto* area = reinterpret_cast<struct rseq*>(
+      static_cast<char*>(__builtin_thread_pointer()) + rseq_area_offset);
+  asm goto(
+      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".balign 32\n\t"
+      "3:\n\t"
+      ".long 0x0, 0x0\n\t"
+      ".quad 1f, (2f - 1f), 4f\n\t"
+      ".popsection\n\t"
+      "leaq 3b(%%rip), %%rax\n\t"
+      "movq %%rax, %[rseq_cs]\n\t"
+      "1:\n\t"
+      "movl %[cpu_id], %%eax\n\t"
+      "cmpl %[limit], %%eax\n\t"
+      "jae %l[failed]\n\t"
+      "movq (%[table], %%rax, 8), %%rcx\n\t"
+      "testq %%rcx, %%rcx\n\t"
+      "jz %l[failed]\n\t"
+      "movq %c[shard](%%rcx), %%rax\n\t"
+      "cmpb $0, %c[lock](%%rax)\n\t"
+      "jnz %l[failed]\n\t"
+      "movq %c[epoch](%%rax), %%rax\n\t"
+      "cmpq %%rax, %c[guard](%%rcx)\n\t"
+      "jnz %l[failed]\n\t"
+      "addq %[delta], %c[words](%%rcx, %[index], 8)\n\t"
+      "2:\n\t"
+      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".byte 0x0f, 0xb9, 0x3d\n\t"
+      ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in rseq.cc
+      "4:\n\t"
+      "jmp %l[failed]\n\t"
+      ".popsection\n\t"
+      :
+      : [rseq_cs] "m"(area->rseq_cs), [cpu_id] "m"(area->cpu_id),
+        [limit] "rm"(limit), [table] "r"(table), [index] "r"(index),
+        [delta] "r"(delta), [shard] "i"(kShard), [lock] "i"(kLock),
+        [epoch] "i"(kEpoch), [guard] "i"(kGuard), [words] "i"(kWords)
+      : "memory", "cc", "rax", "rcx"
+      : failed);
+  return true;
+failed:
+  return false;
+}
+
+// The same add for a block the caller found (`word` in it), with two
+// guards: if the byte `*lock` is zero and `*first` or else `*second`
+// equals `*epoch`, on CPU `cpu`, add `delta` to `*word`; say which guard
+// held.
+inline RseqAddResult RseqEpochAdd(uint32_t cpu, const void* lock,
+                                  const uint64_t* first, const uint64_t* second,
+                                  const uint64_t* epoch, int64_t* word,
+                                  int64_t delta) {
+  auto* area = reinterpret_cast<struct rseq*>(
+      static_cast<char*>(__builtin_thread_pointer()) + rseq_area_offset);
+  // %ecx says which guard matched; it is read after the commit (outside
+  // the section, so a restart never sees it half-set).
+  asm goto(
+      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".balign 32\n\t"
+      "3:\n\t"
+      ".long 0x0, 0x0\n\t"
+      ".quad 1f, (2f - 1f), 4f\n\t"
+      ".popsection\n\t"
+      "leaq 3b(%%rip), %%rax\n\t"
+      "movq %%rax, %[rseq_cs]\n\t"
+      "1:\n\t"
+      "cmpl %[cpu], %[cpu_id]\n\t"
+      "jnz %l[aborted]\n\t"
+      "cmpb $0, %[lock]\n\t"
+      "jnz %l[mismatch]\n\t"
+      "xorl %%ecx, %%ecx\n\t"
+      "movq %[epoch], %%rax\n\t"
+      "cmpq %%rax, %[first]\n\t"
+      "je 5f\n\t"
+      "incl %%ecx\n\t"
+      "cmpq %%rax, %[second]\n\t"
+      "jnz %l[mismatch]\n\t"
+      "5:\n\t"
+      "addq %[delta], %[word]\n\t"
+      "2:\n\t"
+      "testl %%ecx, %%ecx\n\t"
+      "jnz %l[added_second]\n\t"
+      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".byte 0x0f, 0xb9, 0x3d\n\t"
+      ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in rseq.cc
+      "4:\n\t"
+      "jmp %l[aborted]\n\t"
+      ".popsection\n\t"
+      :
+      : [rseq_cs] "m"(area->rseq_cs), [cpu_id] "m"(area->cpu_id),
+        [cpu] "r"(cpu), [lock] "m"(*static_cast<const uint8_t*>(lock)),
+        [first] "m"(*first), [second] "m"(*second), [epoch] "m"(*epoch),
+        [word] "m"(*word), [delta] "r"(delta)
+      : "memory", "cc", "rax", "rcx"
+      : aborted, mismatch, added_second);
+  return RseqAddResult::kAddedFirst;
+added_second:
+  return RseqAddResult::kAddedSecond;
+aborted:
+  return RseqAddResult::kAborted;
+mismatch:
+  return RseqAddResult::kMismatch;
 }
 #endif
 

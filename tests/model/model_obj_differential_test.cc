@@ -2,8 +2,9 @@
 //
 // Differential test of object (byte) accounting: one random single-threaded
 // sequence of object charges and frees, group creations and removals
-// (reparenting), fake-CPU hops and drains is applied to a real Controller
-// and to the naive Model (tests/model), which must agree:
+// (reparenting), CPU hops (fake ids, or re-pinning on the real CPUs with
+// the statistics' rseq commit on and off) and drains is applied to a real
+// Controller and to the naive Model (tests/model), which must agree:
 //
 //   - After every operation: every objcg points where the model says, and
 //     each charge / free returns the model's code.
@@ -21,6 +22,7 @@
 // shared-pool variant.
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstdint>
 #include <random>
@@ -37,12 +39,36 @@ using model::GroupId;
 using model::kRoot;
 using model::Model;
 
+// Which CPUs the controller sees: 3 fake ones (the locked paths), or the
+// real ones, with the statistics' rseq commit on or off (the stocks' rseq
+// paths where available either way; the test moves between CPUs by
+// pinning itself).
+enum class Cpus { kFake, kRealRseq, kRealLocked };
+
 struct Setting {
   int slots;
   bool stat_cache;
   bool stock;
   uint64_t seed;
+  Cpus cpus = Cpus::kFake;
 };
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {0};
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+void SetAffinity(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
 
 class ObjDifferentialTest : public ::testing::TestWithParam<Setting> {};
 
@@ -54,8 +80,14 @@ struct Obj {
 TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
   const Setting setting = GetParam();
   ControllerOptions opts;
-  opts.cpu_source = CpuSource::kFake;
-  opts.nr_cpus = 3;
+  const std::vector<int> allowed = AllowedCpus();
+  if (setting.cpus == Cpus::kFake) {
+    opts.cpu_source = CpuSource::kFake;
+    opts.nr_cpus = 3;
+  } else {
+    opts.cpu_source = CpuSource::kAuto;
+    opts.stats_rseq = setting.cpus == Cpus::kRealRseq;
+  }
   opts.obj_stock_slots = setting.slots;
   opts.obj_stat_cache = setting.stat_cache;
   opts.obj_stock = setting.stock;
@@ -110,7 +142,11 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
       const StatusCode want = m.RemoveGroup(id);
       ASSERT_EQ(ctrl->RemoveGroup(*groups[id]).code(), want);
     } else if (op < 12) {
-      SetFakeCpu(static_cast<int>(rng() % 4));
+      const auto cpu = static_cast<int>(rng() % 4);
+      SetFakeCpu(cpu);
+      if (setting.cpus != Cpus::kFake) {
+        SetAffinity({allowed[static_cast<size_t>(cpu) % allowed.size()]});
+      }
     } else if (op < 14) {
       quiescent(step);
     } else if (op < 60 || live.empty()) {
@@ -148,13 +184,17 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
   EXPECT_EQ(ctrl->root().usage(), Pages(0));
   EXPECT_TRUE(errors.empty()) << errors[0];
   EXPECT_TRUE(ctrl->CheckInvariants().ok());
+  SetAffinity(allowed);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Settings, ObjDifferentialTest,
     ::testing::Values(Setting{5, true, true, 1}, Setting{1, true, true, 2},
                       Setting{16, true, true, 3}, Setting{5, false, true, 4},
-                      Setting{5, true, false, 5}, Setting{2, true, true, 6}));
+                      Setting{5, true, false, 5}, Setting{2, true, true, 6},
+                      Setting{5, true, true, 7, Cpus::kRealRseq},
+                      Setting{5, false, true, 8, Cpus::kRealRseq},
+                      Setting{5, true, true, 9, Cpus::kRealLocked}));
 
 }  // namespace
 }  // namespace umemcg
