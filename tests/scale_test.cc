@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "charge_stock.h"
 #include "obj_stock.h"
 #include "test_util.h"
+#include "umemcg/metrics.h"
 #include "umemcg/umemcg.h"
 
 namespace umemcg::internal {
@@ -155,6 +157,13 @@ TEST(ScaleTest, RemovalWorkIsTheGroupsOwnWhateverTheTreeSize) {
   const int big = kSanitized ? 10000 : 100000;
   const PerRemoval small_tree = MeasureRemovals(1000);
   const PerRemoval big_tree = MeasureRemovals(big);
+  for (const PerRemoval* w : {&small_tree, &big_tree}) {
+    std::printf(
+        "per removal at %d groups: objcgs %.2f, child entries %.2f, "
+        "page-stock shards %.2f, object-stock shards %.2f\n",
+        w == &small_tree ? 1000 : big, w->objcgs, w->siblings, w->page_shards,
+        w->obj_shards);
+  }
   for (const PerRemoval& w : {small_tree, big_tree}) {
     // Its own objcg, reparented, plus about one objcg freed per removal
     // (that of an earlier removal, once an object stock slot let go of
@@ -209,6 +218,32 @@ TEST(ScaleTest, ChildrenKeepCreationOrderThroughRemovals) {
   GroupRef qc1 = t.Make("q/c1");
   EXPECT_NE(qc1.get(), kids[1].get());
   EXPECT_EQ(t.ctrl->Lookup("q/c1").value().get(), qc1.get());
+}
+
+// A metrics scrape (the same path walk as the mount's lookups) finds each
+// group through the child index: its work grows with the groups shown,
+// not with their square.
+TEST(ScaleTest, MetricsWalkLooksUpEachGroupInConstantWork) {
+  TestController t({}, 2);
+  std::vector<GroupRef> groups;
+  for (int i = 0; i < 3000; ++i) {
+    groups.push_back(t.Make("c" + std::to_string(i)));
+  }
+  for (int i = 0; i < 10; ++i) {
+    groups.push_back(t.Make("c2999/g" + std::to_string(i)));
+  }
+  const ScaleTestPeer::Work before = ScaleTestPeer::Read(*t.ctrl);
+  CollectOptions o;
+  o.stat = false;
+  const MetricsSnapshot snap = CollectMetrics(*t.ctrl, o);
+  const ScaleTestPeer::Work after = ScaleTestPeer::Read(*t.ctrl);
+  ASSERT_EQ(snap.groups.size(), 3011u);
+  // Eight files read per group, each a path lookup of one or two
+  // components, plus the listing of its children.
+  const double per_group =
+      static_cast<double>(after.siblings - before.siblings) / 3011;
+  std::printf("child entries compared per group scraped: %.2f\n", per_group);
+  EXPECT_LE(per_group, 20.0);
 }
 
 // Issue 14 item 1, the kernel's test_kmem_memcg_deletion shape: 30 groups

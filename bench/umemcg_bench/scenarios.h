@@ -20,6 +20,8 @@
 //                threads: percpu vs shared-pool.
 //   statread     D: memory.stat read latency under writers:
 //                global+whole-tree vs pergroup+subtree.
+//   scale        issue 16: 100,000 groups created, charged, read, removed
+//                under churn; variants small (1,000) and large (N).
 //
 // Thread safety: a scenario starts and joins its own threads; call one at
 // a time.
@@ -41,6 +43,7 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
                                            const Params& p);
 StatusOr<std::vector<Result>> RunKmem(const Params& p);
 StatusOr<std::vector<Result>> RunStatread(const Params& p);
+StatusOr<std::vector<Result>> RunScale(const Params& p);
 
 // Runs scenario `name` (any of the above; not "all").
 StatusOr<std::vector<Result>> RunScenario(const std::string& name,
