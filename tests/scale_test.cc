@@ -433,6 +433,40 @@ TEST(ScaleTest, AGroupIsNotFreedUnderAChargeThatMayStillUseIt) {
   t.ctrl->Reap();
 }
 
+// An OOM handler that removes the group it was called for (killing the
+// tenant) and reaps, from inside the object charge's read section: the
+// grace period is polled, never waited for, so nothing deadlocks, and the
+// group is freed by the first Reap after the charge returned.
+TEST(ScaleTest, AnOomHandlerMayRemoveAndReapItsOwnGroup) {
+  TestController t;
+  GroupRef c = t.Make("c");
+  ASSERT_TRUE(c->SetMax(Pages(1)).ok());
+  ObjCgroupRef o(c->objcg());
+  Group* raw = c.get();
+  c.reset();  // the tree's reference is the last
+  const int64_t live = t.ctrl->live_groups();
+  int calls = 0;
+  raw->SetOomHandler([&](const OomContext& ctx) {
+    ++calls;
+    EXPECT_TRUE(t.ctrl->RemoveGroup(*ctx.over_limit).ok());
+    t.ctrl->Reap();
+    EXPECT_EQ(t.ctrl->live_groups(), live);  // still inside the charge
+    return OomOutcome{};
+  });
+  EXPECT_FALSE(o->Charge(Bytes(8192)).ok());
+  EXPECT_EQ(calls, 1);
+  t.ctrl->Reap();
+  EXPECT_EQ(t.ctrl->live_groups(), live - 1);
+  // The objcg now charges the root.
+  ASSERT_TRUE(o->Charge(Bytes(8192)).ok());
+  o->Uncharge(Bytes(8192));
+  o.reset();
+  t.Drain();
+  t.ctrl->Reap();
+  EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
+  EXPECT_TRUE(t.errors.empty()) << t.errors[0];
+}
+
 // Removal and reaping race with threads charging and freeing objects
 // through the objcgs of the groups being removed (the objcg's group
 // pointer moves under them and the old group is freed): accounting stays

@@ -202,14 +202,6 @@ class UMEMCG_EXPORT GroupRef {
   }
   ~GroupRef() { reset(); }
 
-  // A reference to `group` that the caller already holds (taken with
-  // Group::TryGet); the GroupRef now owns it.
-  static GroupRef Adopt(Group* group) {
-    GroupRef ref;
-    ref.group_ = group;
-    return ref;
-  }
-
   void reset();
   Group* get() const { return group_; }
   Group* operator->() const { return group_; }
@@ -217,6 +209,14 @@ class UMEMCG_EXPORT GroupRef {
   explicit operator bool() const { return group_ != nullptr; }
 
  private:
+  friend class ObjCgroup;
+  // Owns a reference the caller already holds (taken with Group::TryGet).
+  static GroupRef Adopt(Group* group) {
+    GroupRef ref;
+    ref.group_ = group;
+    return ref;
+  }
+
   Group* group_ = nullptr;
 };
 

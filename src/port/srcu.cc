@@ -20,6 +20,29 @@ Srcu::Srcu(const CpuIdSource* cpu, bool rseq)
       nr_shards_(static_cast<uint32_t>(cpu->nr_shards())),
       cpus_(cpu->nr_shards()) {}
 
+#if UMEMCG_HAVE_RSEQ_COMMIT
+void Srcu::AddRseq(bool unlock, int idx) {
+  for (;;) {
+    const uint32_t cpu = RseqCpuId();
+    if (cpu >= nr_shards_) break;
+    Counts& c = cpus_[static_cast<int>(cpu)];
+    std::atomic<uint64_t>& w = unlock ? c.unlock[idx] : c.lock[idx];
+    // Relaxed: only this CPU writes it (the commit re-checks it); the grace
+    // period's membarrier orders it for the summing thread.
+    const uint64_t old = w.load(std::memory_order_relaxed);
+    if (RseqCompareStore(cpu, &c.never_locked, &c.self, &c,
+                         reinterpret_cast<uint64_t*>(&w), old,
+                         old + 1) == RseqResult::kCommitted) {
+      return;
+    }
+    // Preempted or migrated before the commit: read the CPU again.
+  }
+  // No valid rseq CPU id on this thread: the shared counts.
+  (unlock ? shared_.unlock[idx] : shared_.lock[idx])
+      .fetch_add(1, std::memory_order_seq_cst);
+}
+#endif
+
 void Srcu::FenceAll() {
 #if UMEMCG_HAVE_RSEQ_COMMIT
   if (rseq_) {

@@ -91,27 +91,7 @@ class Srcu {
 
   void Add(bool unlock, int idx) {
 #if UMEMCG_HAVE_RSEQ_COMMIT
-    if (rseq_) {
-      for (;;) {
-        const uint32_t cpu = RseqCpuId();
-        if (cpu >= nr_shards_) break;
-        Counts& c = cpus_[static_cast<int>(cpu)];
-        std::atomic<uint64_t>& w = unlock ? c.unlock[idx] : c.lock[idx];
-        // Relaxed: only this CPU writes it (the commit re-checks it); the
-        // grace period's membarrier orders it for the summing thread.
-        const uint64_t old = w.load(std::memory_order_relaxed);
-        if (RseqCompareStore(cpu, &c.never_locked, &c.self, &c,
-                             reinterpret_cast<uint64_t*>(&w), old,
-                             old + 1) == RseqResult::kCommitted) {
-          return;
-        }
-        // Preempted or migrated before the commit: read the CPU again.
-      }
-      // No valid rseq CPU id on this thread: the shared counts.
-      (unlock ? shared_.unlock[idx] : shared_.lock[idx])
-          .fetch_add(1, std::memory_order_seq_cst);
-      return;
-    }
+    if (rseq_) return AddRseq(unlock, idx);
 #endif
     Counts& c = cpus_[cpu_->CurrentShard()];
     // seq_cst: a full fence between the lock add and the section's reads
@@ -120,6 +100,10 @@ class Srcu {
     (unlock ? c.unlock[idx] : c.lock[idx])
         .fetch_add(1, std::memory_order_seq_cst);
   }
+  // The rseq add. Out of line, in one translation unit: its restartable
+  // sequence descriptor must not point into an inline function's copy
+  // that the linker may discard.
+  void AddRseq(bool unlock, int idx);
 
   // True when no reader of `idx` is in flight (see the file comment).
   bool ReadersGone(int idx);
