@@ -187,7 +187,9 @@ TEST(UmemcgBenchTest, ScaleCreatesReadsAndRemovesEveryGroup) {
   for (const Claim& c : SeedClaims(rs)) {
     if (c.name.rfind("scale:", 0) != 0) continue;
     ++scale_claims;
-    if (c.name.find("churning") == std::string::npos) {
+    // A run this small may see no churn sample and no RSS growth.
+    if (c.name.find("churning") == std::string::npos &&
+        c.name.find("bytes") == std::string::npos) {
       EXPECT_NE(c.verdict, "n/a") << c.name;
     }
   }
