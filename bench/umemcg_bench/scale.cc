@@ -30,7 +30,9 @@
 // removed and reaped); and, from the thread's CPU time instead of the
 // wall clock (what the phase cost, whatever else ran on the machine):
 // create_cpu_per_s, remove_cpu_per_s, remove_cpu_ns_per_group,
-// root_stat_cpu_p99_ms.
+// root_stat_cpu_p99_ms; create_runqueue_share and remove_runqueue_share
+// are the parts of the one-thread creation's and the removal's wall time
+// spent runnable but without a CPU (/proc/thread-self/schedstat).
 
 #include <malloc.h>
 #include <time.h>
@@ -84,6 +86,18 @@ double ResidentBytes() {
                 : 0;
 }
 
+// Nanoseconds this thread spent runnable but waiting for a CPU
+// (/proc/thread-self/schedstat, second field; 0 if unreadable): the part
+// of a phase's wall time that other processes took.
+double RunqueueWaitSeconds() {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long run = 0, wait = 0;
+  const int n = std::fscanf(f, "%llu %llu", &run, &wait);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(wait) * 1e-9 : 0;
+}
+
 // p-th percentile of `v` (sorted here).
 double SortedPercentile(std::vector<double>& v, double q) {
   std::sort(v.begin(), v.end());
@@ -111,6 +125,7 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   // the rest by `creators` threads at once.
   const auto t_create = Clock::now();
   const double cpu_create = ThreadCpuSeconds();
+  const double wait_create = RunqueueWaitSeconds();
   for (int i = 0; i < nparents; ++i) {
     auto g = ctrl->CreateGroup(ctrl->root(), Numbered("p", i));
     if (!g.ok()) return g.status();
@@ -129,6 +144,7 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   }
   const double create_one = Since(t_create);
   const double create_one_cpu = ThreadCpuSeconds() - cpu_create;
+  const double create_one_wait = RunqueueWaitSeconds() - wait_create;
   const auto t_concurrent = Clock::now();
   {
     std::vector<std::thread> team;
@@ -229,6 +245,7 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   while (!churn_seen.load()) std::this_thread::yield();
   const auto t_remove = Clock::now();
   const double cpu_remove = ThreadCpuSeconds();
+  const double wait_remove = RunqueueWaitSeconds();
   Status remove_error;
   for (GroupRef& g : leaves) {
     if (Status s = ctrl->RemoveGroup(*g); !s.ok() && remove_error.ok()) {
@@ -244,6 +261,7 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   }
   const double remove_secs = Since(t_remove);
   const double remove_cpu = ThreadCpuSeconds() - cpu_remove;
+  const double remove_wait = RunqueueWaitSeconds() - wait_remove;
   phase.store(2);
   hot_thread.join();
   if (!hot_error.ok()) return hot_error;
@@ -268,6 +286,7 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   s.fields["groups"] = static_cast<double>(nleaves + nparents);
   s.fields["create_per_s"] = (nparents + half) / create_one;
   s.fields["create_cpu_per_s"] = (nparents + half) / create_one_cpu;
+  s.fields["create_runqueue_share"] = create_one_wait / create_one;
   s.fields["create_concurrent_per_s"] = (nleaves - half) / create_many;
   s.fields["creators"] = creators;
   s.fields["bytes_per_group"] =
@@ -276,6 +295,8 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   s.fields["remove_ns_per_group"] = remove_secs * 1e9 / removed;
   s.fields["remove_cpu_per_s"] = removed / remove_cpu;
   s.fields["remove_cpu_ns_per_group"] = remove_cpu * 1e9 / removed;
+  // Wall time of the removal the remover spent waiting for a CPU.
+  s.fields["remove_runqueue_share"] = remove_wait / remove_secs;
   s.fields["root_stat_p50_ms"] = SortedPercentile(root_ms, 0.50);
   s.fields["root_stat_p99_ms"] = SortedPercentile(root_ms, 0.99);
   s.fields["root_stat_cpu_p99_ms"] = SortedPercentile(root_cpu_ms, 0.99);
