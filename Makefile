@@ -17,6 +17,9 @@ DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev
 DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
 # umemcg-bench: command line parsing (CLI11, above) and SVG plots.
 DEB_PACKAGES += gnuplot-nox
+# The cluster quota (libumemcg-cluster): the Redis client library, and the
+# server its tests and `umemcg-bench cluster` start on loopback.
+DEB_PACKAGES += libhiredis-dev redis-server
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -22,6 +22,9 @@
 //                global+whole-tree vs pergroup+subtree.
 //   scale        issue 16: 100,000 groups created, charged, read, removed
 //                under churn; variants small (1,000) and large (N).
+//   cluster      issue 17: one cluster max over --processes P x --threads
+//                T (3 pages per op) on a local redis-server: lease,
+//                per-charge, local (built with libumemcg-cluster only).
 //
 // Thread safety: a scenario starts and joins its own threads; call one at
 // a time.
@@ -44,6 +47,9 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
 StatusOr<std::vector<Result>> RunKmem(const Params& p);
 StatusOr<std::vector<Result>> RunStatread(const Params& p);
 StatusOr<std::vector<Result>> RunScale(const Params& p);
+#ifdef UMEMCG_BENCH_HAVE_CLUSTER
+StatusOr<std::vector<Result>> RunCluster(const Params& p);
+#endif
 
 // Runs scenario `name` (any of the above; not "all").
 StatusOr<std::vector<Result>> RunScenario(const std::string& name,

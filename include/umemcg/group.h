@@ -69,6 +69,8 @@ namespace internal {
 class ChargeStock;
 class ChildIndex;
 class ControllerImpl;
+class ExternalLimit;
+class ExternalLimits;
 class ObjStock;
 class GroupStats;
 class ReclaimWalk;
@@ -111,7 +113,10 @@ inline constexpr ChargeFlags kChargeAtomic = ChargeFlags::kHigh;
 // The outcome of a charge. Not an error type: running out of room is an
 // expected outcome (ok() false, code kResourceExhausted).
 struct [[nodiscard]] ChargeResult {
-  // kOk; kResourceExhausted (did not fit under limited_by's max);
+  // kOk; kResourceExhausted (did not fit under limited_by's max, or its
+  // external limit: a cluster lease the cluster refused to grow);
+  // kAgain (limited_by's external limit could not be grown because its
+  // owner is unreachable, e.g. the cluster's Redis: retry later);
   // kFailedPrecondition (the group is offline); kInvalidArgument (more
   // than kPageCounterMax pages).
   StatusCode code = StatusCode::kOk;
@@ -405,6 +410,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class internal::ChargeStock;
   friend class internal::ChildIndex;
   friend class internal::ControllerImpl;
+  friend class internal::ExternalLimits;
   friend class internal::ObjStock;
   friend class internal::ReclaimWalk;
   friend struct PeakRegistry;
@@ -488,6 +494,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   // reparenting, the parent is uncharged for those pages. Relaxed: read
   // only by Reap, after the last reference went.
   std::atomic<int64_t> objcg_pages_{0};
+
+  // A limit kept outside the controller (a cluster lease), or null; read
+  // on the charge slow path only (src/external_limit.h).
+  std::atomic<internal::ExternalLimit*> external_limit_{nullptr};
 
   // Guarded by the controller's tree lock: the online children in
   // creation order, as a doubly linked list (O(1) unlink), their number,
