@@ -14,7 +14,11 @@ ChargeStock::ChargeStock(CpuIdSource cpu, int batch, int slots)
       rseq_(cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
             RseqCommitAvailable()),
       nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
-      shards_(cpu_.nr_shards()) {}
+      shards_(cpu_.nr_shards()) {
+  for (int k = 0; k < shards_.size(); ++k) {
+    shards_[k].index = static_cast<uint16_t>(k);
+  }
+}
 
 ChargeStock::~ChargeStock() { DrainAll(nullptr); }
 
@@ -27,6 +31,13 @@ void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {
   }
   if (release) {
     s.slot[i].group.store(nullptr, std::memory_order_relaxed);
+    if (nr_shards_ <= 64) {
+      // Exact: no other shard shares the bit. Relaxed: the shard lock
+      // orders it with a later install here; a stale bit only costs a
+      // removal one needless visit.
+      g->stock_shards_.fetch_and(~(uint64_t{1} << (ShardOf(s) & 63)),
+                                 std::memory_order_relaxed);
+    }
     // May be the last reference: Put only queues the group for freeing,
     // so this never frees memory under the shard lock.
     g->Put();
@@ -40,9 +51,8 @@ void ChargeStock::UnchargeDirect(Group* group, uint64_t n) {
 void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
   // A drained slot may find an underflow: reported after the unlock below.
   DeferReports defer;
-  // Read under the lock: RemoveGroup clears online_ before its DrainAll
-  // takes this lock, so either that drain sees the pages we add here, or
-  // we see the group offline and do not cache it.
+  // A removed group is not cached (it would pin it). Relaxed: a shortcut;
+  // the install below checks again in the order that matters.
   if (!group->online_.load(std::memory_order_relaxed)) {
     s.lock.unlock();
     ControllerImpl::UnchargeCounters(group, n);
@@ -59,6 +69,17 @@ void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
       return;
     }
     if (s.group(i) == nullptr && empty < 0) empty = i;
+  }
+  // Installing: record the shard in the group first, then check online_
+  // again (both seq_cst). RemoveGroup stores online_ = false, then reads
+  // the shards (seq_cst): either it sees this shard and drains it after we
+  // unlock, or we see the group offline here and do not cache it.
+  group->stock_shards_.fetch_or(uint64_t{1} << (ShardOf(s) & 63),
+                                std::memory_order_seq_cst);
+  if (!group->online_.load(std::memory_order_seq_cst)) {
+    s.lock.unlock();
+    ControllerImpl::UnchargeCounters(group, n);
+    return;
   }
   int i = empty;
   if (i < 0) {
@@ -80,11 +101,30 @@ void ChargeStock::DrainAll(const Group* subtree) {
     DeferReports defer;
     StockShard& s = shards_[cpu];
     LockShard(cpu);
+    drained_shards_.fetch_add(1, std::memory_order_relaxed);
     for (int i = 0; i < slots_; ++i) {
       if (s.group(i) != nullptr &&
           (subtree == nullptr || s.group(i)->IsDescendantOf(*subtree))) {
         DrainSlot(s, i, true);
       }
+    }
+    s.lock.unlock();
+  }
+}
+
+void ChargeStock::DrainGroup(Group* group) {
+  // seq_cst: after RemoveGroup's store of online_ (see RefillSlow).
+  const uint64_t mask = group->stock_shards_.load(std::memory_order_seq_cst);
+  if (mask == 0) return;
+  for (int k = 0; k < shards_.size(); ++k) {
+    if ((mask & (uint64_t{1} << (k & 63))) == 0) continue;
+    // Underflows found below reach the error hook after the unlock.
+    DeferReports defer;
+    StockShard& s = shards_[k];
+    LockShard(k);  // fenced: slot page counts are rseq-committed
+    drained_shards_.fetch_add(1, std::memory_order_relaxed);
+    for (int i = 0; i < slots_; ++i) {
+      if (s.group(i) == group) DrainSlot(s, i, true);
     }
     s.lock.unlock();
   }

@@ -13,6 +13,9 @@
 //   atomic, so keeping it saves two contended RMWs per batch.
 // - DrainAll is synchronous and drains only the slots of the subtree, not
 //   every slot of a CPU that holds one (see Controller::DrainAllStocks).
+// - Each group records the shards whose slots cache it
+//   (Group::stock_shards_, set on install, cleared on eviction), so that
+//   removing a group locks (and fences) only those shards: DrainGroup.
 //
 // Hit paths. With the rseq CPU source, Consume and the in-batch Refill find
 // the group's slot and commit its new page count with one plain store
@@ -57,6 +60,7 @@ struct StockShard {
   };
   TryLock lock;
   uint8_t drain_idx = 0;  // next eviction victim (E5 round robin)
+  uint16_t index = 0;     // this shard's number (set once)
   Slot slot[kMaxStockSlots];
 
   Group* group(int i) const {
@@ -142,6 +146,14 @@ class ChargeStock {
   // Drains, on every shard, each slot whose group is `subtree` or below it
   // (null: every slot), dropping the slots' references.
   void DrainAll(const Group* subtree);
+  // Drains the slots of `group` on the shards recorded in it only.
+  // REQUIRES: `group` is offline (RemoveGroup) and has no online
+  // descendant, so no slot caches it anywhere else or again.
+  void DrainGroup(Group* group);
+
+  uint64_t drained_shards() const {
+    return drained_shards_.load(std::memory_order_relaxed);
+  }
 
   // Empty string if every slot holds at most one batch and a referenced
   // group; else a description of the first bad slot. Quiescent use only.
@@ -204,6 +216,7 @@ class ChargeStock {
   void RefillSlow(StockShard& s, Group* group, uint64_t n);
   // Returns pages straight to the counters.
   static void UnchargeDirect(Group* group, uint64_t n);
+  static int ShardOf(const StockShard& s) { return s.index; }
 
   // Uncharges the slot's pages; with `release` also drops the reference
   // and empties the slot. REQUIRES: s.lock held.
@@ -214,6 +227,9 @@ class ChargeStock {
   const int slots_;
   const bool rseq_;
   const uint32_t nr_shards_;
+  // Shards locked by DrainAll (tests count removal work; relaxed: a
+  // counter that publishes nothing).
+  std::atomic<uint64_t> drained_shards_{0};
   mutable PerCpu<StockShard> shards_;
 };
 

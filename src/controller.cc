@@ -6,18 +6,26 @@
 // evicted during a charge). Freeing there would call free() under a stock
 // lock and, with the malloc integration, re-enter the allocator, so Put()
 // only pushes the group on a lock-free stack; Reap() frees it later from a
-// tree operation. Until then nothing can reach it: it is offline and
-// unlinked, and nothing else holds a reference. ObjCgroups are freed the
-// same way (their last reference goes when an object or a stock slot lets
-// go of them).
+// tree operation. By then it is offline and unlinked and nothing holds a
+// reference, but a thread inside an object charge may still be using it:
+// it read an objcg's group pointer just before RemoveGroup moved that
+// objcg to the parent (objcgs hold no group reference, so that a removed
+// group is not pinned by the objects charged through it). Reap therefore
+// frees a group only after a grace period of the group SRCU (port/srcu.h)
+// that started after its last reference went, and after taking and
+// releasing each object-stock shard lock once (the locked stock paths read
+// an objcg's group under that lock instead of an SRCU section). ObjCgroups
+// are freed at once (every user of one holds a reference).
 //
-// Reparenting (kernel: memcg_reparent_objcgs, E1-E4 form). RemoveGroup
-// points every objcg that points at the group (its own and those inherited
-// from removed children) at the parent, before the group goes offline.
-// The dead group's counter keeps the pages charged through them (the
-// kernel's stale usage); the parent is uncharged for them when the objects
-// go, so Reap must not return them to the ancestors again: it subtracts
-// the group's objcg_pages_ from the leftover it treats as a leak.
+// Reparenting (kernel: memcg_reparent_objcgs). Each group lists the
+// objcgs that point at it (its own and those inherited from removed
+// descendants); RemoveGroup points them at the parent and splices the list
+// into the parent's, before the group goes offline: work proportional to
+// the group's own list. The dead group's counter keeps the pages charged
+// through them (the kernel's stale usage); the parent is uncharged for
+// them when the objects go, so Reap must not return them to the ancestors
+// again: it subtracts the group's objcg_pages_ from the leftover it treats
+// as a leak.
 
 #include "umemcg/controller.h"
 
@@ -26,8 +34,10 @@
 #include <unordered_map>
 
 #include "charge_stock.h"
+#include "child_index.h"
 #include "controller_impl.h"
 #include "obj_stock.h"
+#include "port/srcu.h"
 #include "rstat.h"
 #include "stock_drainer.h"
 #include "umemcg/obj_cgroup.h"
@@ -118,6 +128,10 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
       std::make_unique<internal::Rstat>(&ctrl->stock_->cpu(), std::move(ro));
   if (!info.stats_update_early_stop) ctrl->rstat_->DisableEarlyStop();
   ctrl->info_.stats_rseq = ctrl->rstat_->rseq();
+  ctrl->srcu_ = std::make_unique<internal::Srcu>(&ctrl->stock_->cpu(),
+                                                 ctrl->stock_->rseq());
+  ctrl->obj_stock_->set_srcu(ctrl->srcu_.get());
+  ctrl->children_ = std::make_unique<internal::ChildIndex>();
   ctrl->stat_names_ = std::move(stat_names);
   ctrl->stat_units_ = std::move(stat_units);
   ctrl->root_ = new Group(ctrl.get(), nullptr, "", ctrl->next_id_++);
@@ -164,12 +178,16 @@ Controller::~Controller() {
       Group* g = stack.back();
       stack.pop_back();
       order.push_back(g);
-      for (Group* c : g->children_) stack.push_back(c);
+      for (Group* c = g->first_child_; c != nullptr; c = c->next_sibling_) {
+        stack.push_back(c);
+      }
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Group* g = *it;
       g->online_.store(false);
-      g->children_.clear();
+      g->first_child_ = g->last_child_ = nullptr;
+      g->prev_sibling_ = g->next_sibling_ = nullptr;
+      g->nr_children_ = 0;
       g->reclaimers_.clear();
       if (ObjCgroup* o = g->objcg_.exchange(nullptr)) objcgs.push_back(o);
     }
@@ -303,7 +321,9 @@ void Controller::CreateObjCgroup(Group* group) {
   live_objcgs_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(objcg_mu_);
-    objcgs_.push_back(objcg);
+    objcg->list_next_ = group->objcg_list_;
+    if (group->objcg_list_ != nullptr) group->objcg_list_->list_prev_ = objcg;
+    group->objcg_list_ = objcg;
   }
   group->objcg_.store(objcg, std::memory_order_release);
 }
@@ -321,11 +341,28 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
   // Kernel: obj_cgroup_release(). No stock slot and no object holds bytes
   // of it any more, so the pool is whole pages unless the caller freed
   // bytes it never charged (or leaked some).
+  Group* g;
+  {
+    // Under objcg_mu_ its group cannot move while we unlink it (O(1)).
+    std::lock_guard<std::mutex> lock(objcg_mu_);
+    g = objcg->group();
+    objcgs_visited_.fetch_add(1, std::memory_order_relaxed);
+    if (objcg->list_prev_ != nullptr) {
+      objcg->list_prev_->list_next_ = objcg->list_next_;
+    } else {
+      g->objcg_list_ = objcg->list_next_;
+    }
+    if (objcg->list_next_ != nullptr) {
+      objcg->list_next_->list_prev_ = objcg->list_prev_;
+    }
+  }
+  // `g` stays allocated: only Reap frees groups, and we run under
+  // reap_mu_. It may have gone offline meanwhile; uncharging it then is
+  // what any uncharge of a removed group does.
   // Relaxed: the acquire exchange of objcg_to_free_ in Reap ordered every
   // write made before the last reference went.
   const uint64_t pool =
       objcg->nr_charged_bytes_.exchange(0, std::memory_order_relaxed);
-  Group* g = objcg->group();
   const uint64_t pages = pool >> kPageShift;
   if (pages != 0) {
     internal::ObjStock::ApplyKmem(g, -static_cast<int64_t>(pages));
@@ -335,70 +372,121 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
     // Now, not deferred: Reap may free `g` right after.
     Deliver("objcg_partial_page", g, Pages(pages));
   }
-  {
-    std::lock_guard<std::mutex> lock(objcg_mu_);
-    objcgs_.erase(std::find(objcgs_.begin(), objcgs_.end(), objcg));
-  }
-  Group* origin = objcg->origin_;
   delete objcg;
   live_objcgs_.fetch_sub(1, std::memory_order_relaxed);
-  origin->Put();  // may queue the group (the loop in Reap sees it)
 }
 
-void Controller::Reap() {
-  for (;;) {
-    ObjCgroup* objcgs =
-        objcg_to_free_.exchange(nullptr, std::memory_order_acquire);
-    const bool any_objcg = objcgs != nullptr;
-    while (objcgs != nullptr) {
-      ObjCgroup* o = objcgs;
-      objcgs = o->next_to_free_;
-      FreeObjCgroup(o);
-    }
-    Group* list = to_free_.exchange(nullptr, std::memory_order_acquire);
-    if (list == nullptr && !any_objcg) return;
-    while (list != nullptr) {
-      Group* g = list;
-      list = g->next_to_free_;
-      // Pages still charged with no reference left can never be
-      // uncharged: return them to the ancestors and report the leak.
-      // Pages charged through objcgs are not leaked: after reparenting
-      // the parent was (or will be) uncharged for them (see above).
-      const int64_t via_objcg =
-          std::max<int64_t>(g->objcg_pages_.load(std::memory_order_relaxed), 0);
-      const uint64_t usage = g->memory_.usage().raw();
-      const Pages left(usage > static_cast<uint64_t>(via_objcg)
-                           ? usage - static_cast<uint64_t>(via_objcg)
-                           : 0);
-      if (left.raw() > 0) {
-        if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
-        Deliver("leak", g, left);  // now: g is freed below
+void Controller::Reap() { ReapImpl(/*force=*/true); }
+
+void Controller::ReapImpl(bool force) {
+  if (tls_charge.in_reap > 0) return;  // the outer reap goes on
+  std::unique_lock<std::mutex> lock(reap_mu_, std::defer_lock);
+  if (force) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return;  // the thread reaping now sees what we queued, or the next one
+  }
+  std::vector<FreedGroup> freed;
+  {
+    internal::DepthScope reaping(tls_charge.in_reap);
+    for (;;) {
+      ObjCgroup* objcgs =
+          objcg_to_free_.exchange(nullptr, std::memory_order_acquire);
+      while (objcgs != nullptr) {
+        ObjCgroup* o = objcgs;
+        objcgs = o->next_to_free_;
+        FreeObjCgroup(o);
       }
-      // Deltas that reached the group's per-CPU counters after its
-      // removal flush (an update racing with RemoveGroup) go to the
-      // parent now; this also unlinks it from every CPU's updated tree.
-      // No update can follow: nobody holds a reference.
-      rstat_->FlushSubtree(g->stats_);
-      Group* parent = g->parent_;
-      // Kernel: css_release_work_fn() uncounts a dying cgroup when freed.
-      if (g->counted_dying_) {
-        for (Group* a = parent; a != nullptr; a = a->parent_) {
-          a->nr_dying_descendants_.fetch_sub(1, std::memory_order_relaxed);
+      for (Group* g = to_free_.exchange(nullptr, std::memory_order_acquire);
+           g != nullptr;) {
+        Group* next = g->next_to_free_;
+        g->next_to_free_ = gp_waiting_;
+        gp_waiting_ = g;
+        ++nr_gp_waiting_;
+        g = next;
+      }
+      if (!srcu_->grace_period_in_progress()) {
+        if (gp_waiting_ == nullptr || (!force && nr_gp_waiting_ < kReapBatch)) {
+          break;
         }
+        // The waiting groups' last references all went before this point:
+        // the grace period starting now covers every reader of them.
+        gp_current_ = gp_waiting_;
+        gp_waiting_ = nullptr;
+        nr_gp_waiting_ = 0;
+        srcu_->StartGracePeriod();
       }
-      delete g;
-      live_groups_.fetch_sub(1, std::memory_order_relaxed);
-      // May queue the parent (pushed on to_free_; the outer loop sees it).
-      if (parent != nullptr) parent->Put();
+      if (!srcu_->PollGracePeriod()) break;  // a reader is inside: later
+      obj_stock_->WaitForLockHolders();
+      Group* list = gp_current_;
+      gp_current_ = nullptr;
+      while (list != nullptr) {
+        Group* g = list;
+        list = g->next_to_free_;
+        FreeGroup(g, &freed);
+      }
+      // Freeing may have queued parents and objcgs: go round again.
+    }
+  }
+  lock.unlock();
+  if (!freed.empty()) NotifyFreed(freed);
+}
+
+void Controller::FreeGroup(Group* g, std::vector<FreedGroup>* freed) {
+  // Pages still charged with no reference left can never be uncharged:
+  // return them to the ancestors and report the leak. Pages charged
+  // through objcgs are not leaked: after reparenting the parent was (or
+  // will be) uncharged for them (see above).
+  const int64_t via_objcg =
+      std::max<int64_t>(g->objcg_pages_.load(std::memory_order_relaxed), 0);
+  const uint64_t usage = g->memory_.usage().raw();
+  const Pages left(usage > static_cast<uint64_t>(via_objcg)
+                       ? usage - static_cast<uint64_t>(via_objcg)
+                       : 0);
+  if (left.raw() > 0) {
+    if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
+    Deliver("leak", g, left);  // now: g is freed below
+  }
+  // Deltas that reached the group's per-CPU counters after its removal
+  // flush (an update racing with RemoveGroup) go to the parent now; this
+  // also unlinks it from every CPU's updated tree. No update can follow:
+  // nobody holds a reference and the grace period has passed.
+  rstat_->FlushSubtree(g->stats_);
+  if (observers_.load() != nullptr) {
+    freed->push_back({g->id_, g->path(), left});
+  }
+  Group* parent = g->parent_;
+  // Kernel: css_release_work_fn() uncounts a dying cgroup when freed.
+  if (g->counted_dying_) {
+    for (Group* a = parent; a != nullptr; a = a->parent_) {
+      a->nr_dying_descendants_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+  delete g;
+  live_groups_.fetch_sub(1, std::memory_order_relaxed);
+  // May queue the parent (pushed on to_free_; ReapImpl's loop sees it).
+  if (parent != nullptr) parent->Put();
+}
+
+void Controller::NotifyOffline(Group& group) {
+  if (auto observers = observers_.load()) {
+    for (const auto& o : *observers) o->OnGroupOffline(group);
+  }
+}
+
+void Controller::NotifyFreed(const std::vector<FreedGroup>& freed) {
+  if (auto observers = observers_.load()) {
+    for (const FreedGroup& f : freed) {
+      for (const auto& o : *observers) o->OnGroupFreed(f);
     }
   }
 }
 
 Group* Controller::FindChildLocked(Group& parent, std::string_view name) const {
-  for (Group* c : parent.children_) {
-    if (c->name_ == name) return c;
-  }
-  return nullptr;
+  uint64_t probes = 0;
+  Group* g = children_->Find(&parent, name, &probes);
+  siblings_visited_.fetch_add(probes, std::memory_order_relaxed);
+  return g;
 }
 
 StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
@@ -425,7 +513,16 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     }
     auto* g = new Group(this, &parent, std::string(name), next_id_++);
     live_groups_.fetch_add(1, std::memory_order_relaxed);
-    parent.children_.push_back(g);  // the tree's reference (refs_ = 1)
+    // The tree's reference (refs_ = 1): last in the parent's list.
+    g->prev_sibling_ = parent.last_child_;
+    if (parent.last_child_ != nullptr) {
+      parent.last_child_->next_sibling_ = g;
+    } else {
+      parent.first_child_ = g;
+    }
+    parent.last_child_ = g;
+    ++parent.nr_children_;
+    children_->Insert(g);
     // Kernel: cgroup_create() counts the new cgroup in every ancestor.
     for (Group* a = &parent; a != nullptr; a = a->parent_) {
       a->nr_descendants_.fetch_add(1, std::memory_order_relaxed);
@@ -433,7 +530,7 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     CreateObjCgroup(g);
     ref = GroupRef(g);
   }
-  Reap();
+  ReapImpl(/*force=*/false);
   return ref;
 }
 
@@ -469,28 +566,53 @@ Status Controller::RemoveGroup(Group& group) {
     if (!group.online()) {
       return Status(StatusCode::kFailedPrecondition, "group already removed");
     }
-    if (!group.children_.empty()) {
+    if (group.nr_children_ != 0) {
       return Status(StatusCode::kBusy, "group has children");
     }
-    // Kernel: mem_cgroup_css_offline(). Reparent the objcgs first, so an
-    // objcg never points at an offline group for longer than a racing
-    // charge that read it before (ObjCgroup::ChargePages walks up then).
+    Group* parent = group.parent_;
+    // Kernel: mem_cgroup_css_offline() -> memcg_reparent_objcgs(). Point
+    // the group's objcgs (its own and those it inherited) at the parent
+    // and hand the list over, before the group goes offline, so an objcg
+    // never points at an offline group for longer than a racing charge
+    // that read it before (ObjCgroup::ChargePages walks up then).
     {
       std::lock_guard<std::mutex> objcg_lock(objcg_mu_);
-      for (ObjCgroup* o : objcgs_) {
-        // Relaxed: group_ is only stored here, under objcg_mu_ (held).
-        if (o->group_.load(std::memory_order_relaxed) == &group) {
-          o->group_.store(group.parent_, std::memory_order_release);
+      ObjCgroup* last = nullptr;
+      for (ObjCgroup* o = group.objcg_list_; o != nullptr; o = o->list_next_) {
+        objcgs_visited_.fetch_add(1, std::memory_order_relaxed);
+        o->group_.store(parent, std::memory_order_release);
+        last = o;
+      }
+      if (last != nullptr) {
+        last->list_next_ = parent->objcg_list_;
+        if (parent->objcg_list_ != nullptr) {
+          parent->objcg_list_->list_prev_ = last;
         }
+        parent->objcg_list_ = group.objcg_list_;
+        group.objcg_list_ = nullptr;
       }
     }
     own_objcg = group.objcg_.exchange(nullptr, std::memory_order_acq_rel);
-    // Order matters: online_ goes false before the drain, so a racing
-    // Refill either is drained below or sees the group offline (see
-    // ChargeStock::Refill).
-    group.online_.store(false);
-    auto& siblings = group.parent_->children_;
-    siblings.erase(std::find(siblings.begin(), siblings.end(), &group));
+    // Order matters: online_ goes false (seq_cst) before the drains read
+    // which shards cache the group, so a racing slot install either is
+    // seen there or sees the group offline (see ChargeStock::RefillSlow).
+    group.online_.store(false, std::memory_order_seq_cst);
+    // Unlink: O(1) in the parent's list, O(1) expected in the index.
+    if (group.prev_sibling_ != nullptr) {
+      group.prev_sibling_->next_sibling_ = group.next_sibling_;
+    } else {
+      parent->first_child_ = group.next_sibling_;
+    }
+    if (group.next_sibling_ != nullptr) {
+      group.next_sibling_->prev_sibling_ = group.prev_sibling_;
+    } else {
+      parent->last_child_ = group.prev_sibling_;
+    }
+    group.prev_sibling_ = group.next_sibling_ = nullptr;
+    --parent->nr_children_;
+    uint64_t probes = 0;
+    children_->Erase(&group, &probes);
+    siblings_visited_.fetch_add(probes, std::memory_order_relaxed);
     group.reclaimers_.clear();
     group.memory_.SetMin(Pages(0));
     group.memory_.SetLow(Pages(0));
@@ -502,17 +624,19 @@ Status Controller::RemoveGroup(Group& group) {
       a->nr_dying_descendants_.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  stock_->DrainAll(&group);
-  // Flushes the kmem caches of the group; slots of its objcgs now belong
-  // to the parent and stay (as in the kernel).
-  obj_stock_->DrainAll(&group);
+  // Only the shards caching the group: its pages in the page stocks, the
+  // kmem deltas cached for it in the object stocks. Slots of its objcgs
+  // now belong to the parent and stay (as in the kernel).
+  stock_->DrainGroup(&group);
+  obj_stock_->FlushKmemOf(&group);
   // Kernel: the rstat flush at css offline/free. Folds the group's
   // per-CPU deltas into it and its parent's pending values; later
   // ModState calls are refused (online_ is false).
   rstat_->FlushSubtree(group.stats_);
   if (own_objcg != nullptr) own_objcg->Put();  // the group's reference
-  group.Put();                                 // the tree's reference
-  Reap();
+  NotifyOffline(group);
+  group.Put();  // the tree's reference
+  ReapImpl(/*force=*/false);
   return Status::Ok();
 }
 
@@ -537,8 +661,14 @@ Status Controller::CheckInvariants() {
     uint64_t children_usage = 0;
     uint64_t children_min = 0;
     uint64_t children_low = 0;
-    for (Group* c : g->children_) {
+    size_t nr_children = 0;
+    for (Group* c = g->first_child_; c != nullptr; c = c->next_sibling_) {
+      ++nr_children;
       if (c->parent_ != g || !c->online()) return fail(*c, "bad tree link");
+      if (c->next_sibling_ == nullptr ? g->last_child_ != c
+                                      : c->next_sibling_->prev_sibling_ != c) {
+        return fail(*c, "bad sibling link");
+      }
       if (c->refs_.load(std::memory_order_relaxed) <= 0) {
         return fail(*c, "online with no reference");
       }
@@ -546,6 +676,9 @@ Status Controller::CheckInvariants() {
       children_min += c->memory_.min_usage().raw();
       children_low += c->memory_.low_usage().raw();
       stack.push_back(c);
+    }
+    if (nr_children != g->nr_children_) {
+      return fail(*g, "children count is not the list's length");
     }
     const PageCounter& m = g->memory_;
     if (m.usage().raw() < children_usage) {
@@ -591,13 +724,24 @@ void ControllerImpl::DrainStocksNow(Controller& c, Group& subtree) {
   c.obj_stock_->DrainAll(&subtree);
   {
     // Whole pages that reached a pool without a slot drain (the try-lock
-    // fallback, the shared-pool variant) go back too. Reports wait for
+    // fallback, the shared-pool variant) go back too: the objcg lists of
+    // the subtree's groups. The tree lock keeps the subtree still; a
+    // reclaimer calling this already holds it shared. Reports wait for
     // objcg_mu_'s release.
+    std::shared_lock<std::shared_mutex> tree_lock(c.tree_mu_, std::defer_lock);
+    if (tls_charge.in_tree_walk == 0) tree_lock.lock();
     DeferReports defer;
     std::lock_guard<std::mutex> lock(c.objcg_mu_);
-    for (ObjCgroup* o : c.objcgs_) {
-      if (o->group()->IsDescendantOf(subtree)) {
+    std::vector<Group*> stack{&subtree};
+    while (!stack.empty()) {
+      Group* g = stack.back();
+      stack.pop_back();
+      for (ObjCgroup* o = g->objcg_list_; o != nullptr; o = o->list_next_) {
         internal::ObjStock::ReturnPoolPages(o);
+      }
+      for (Group* ch = g->first_child_; ch != nullptr;
+           ch = ch->next_sibling_) {
+        stack.push_back(ch);
       }
     }
   }

@@ -16,6 +16,8 @@ void ControllerForkHandler::PrepareFork() {
   Controller& c = *ctrl_;
   c.tree_fork_mu_.lock();
   c.drainer_->PrepareFork();
+  // Reap takes objcg_mu_, shard locks and the flush locks under it.
+  c.reap_mu_.lock();
   c.objcg_mu_.lock();
   c.observers_mu_.lock();
   c.peaks_mu_.lock();
@@ -52,6 +54,7 @@ void ControllerForkHandler::Release(bool child) {
   c.peaks_mu_.unlock();
   c.observers_mu_.unlock();
   c.objcg_mu_.unlock();
+  c.reap_mu_.unlock();
   if (child) {
     c.drainer_->ChildAfterFork();
   } else {

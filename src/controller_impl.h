@@ -60,6 +60,9 @@ struct ThreadChargeState {
   // tree changes and reclaimer registration are refused (they would
   // deadlock waiting for the exclusive lock).
   int in_tree_walk = 0;
+  // > 0 while this thread reaps (Controller::ReapImpl): a reap requested
+  // from inside (the error hook reporting a leak) returns at once.
+  int in_reap = 0;
 };
 extern constinit thread_local ThreadChargeState tls_charge;
 

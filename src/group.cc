@@ -74,9 +74,16 @@ std::string Group::path() const {
 std::vector<std::string> Group::ChildNames() const {
   std::shared_lock<std::shared_mutex> lock(controller_->tree_mu_);
   std::vector<std::string> names;
-  names.reserve(children_.size());
-  for (const Group* c : children_) names.push_back(c->name_);
+  names.reserve(nr_children_);
+  for (const Group* c = first_child_; c != nullptr; c = c->next_sibling_) {
+    names.push_back(c->name_);
+  }
   return names;
+}
+
+size_t Group::NumChildren() const {
+  std::shared_lock<std::shared_mutex> lock(controller_->tree_mu_);
+  return nr_children_;
 }
 
 // ---- Events ----

@@ -10,20 +10,20 @@
 
 #include "controller_impl.h"
 #include "obj_stock.h"
+#include "port/srcu.h"
 #include "umemcg/controller.h"
 
 namespace umemcg {
 
 using internal::ObjStock;
+using internal::SrcuReadScope;
 
 ObjCgroup::ObjCgroup(Controller* controller, Group* origin)
     : group_(origin),
-      origin_(origin),
+      origin_id_(origin->id()),
       controller_(controller),
       stock_(controller->obj_stock_.get()),
-      is_root_(origin->is_root()) {
-  origin_->Get();
-}
+      is_root_(origin->is_root()) {}
 
 void ObjCgroup::Put() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -33,6 +33,8 @@ void ObjCgroup::Put() {
 
 ChargeResult ObjCgroup::ChargePages(uint64_t pages, ChargeFlags flags,
                                     Group** charged) {
+  // REQUIRES: a group SRCU read section (the caller's): the group read
+  // here is used without a reference, and may be removed meanwhile.
   for (;;) {
     // Nearest live ancestor: a reparent may be in flight (RemoveGroup
     // re-points before it takes the group offline, so this walk is short).
@@ -78,13 +80,17 @@ ChargeResult ObjCgroup::ChargeMiss(uint64_t n, ChargeFlags flags,
   // contended atomics for a few bytes), nor are stock bytes used to shave
   // a page.
   const uint64_t pages = (n + kPageSize - 1) >> kPageShift;
+  // One read section from reading group() until the kmem delta is cached
+  // for (or applied to) the group charged.
+  SrcuReadScope section(*controller_->srcu_);
   Group* charged = nullptr;
   ChargeResult r = ChargePages(pages, flags, &charged);
   if (!r.ok()) return r;
   // The remainder stays in the stock (allow_uncharge = false: no page
   // uncharge right after a page charge) and the statistic moves by +n.
-  stock_->Refill(this, (pages << kPageShift) - n, /*allow_uncharge=*/false,
-                 item, static_cast<int64_t>(n), charged, pages);
+  stock_->RefillInSection(this, (pages << kPageShift) - n,
+                          /*allow_uncharge=*/false, item,
+                          static_cast<int64_t>(n), charged, pages);
   return r;
 }
 
@@ -97,6 +103,7 @@ void ObjCgroup::Uncharge(Bytes size, StatItem item) {
 void ObjCgroup::UnchargeSlow(uint64_t n, StatItem item) {
   if (n == 0 || is_root_) return;
   if (n > kPageCounterMax.in_bytes()) {
+    SrcuReadScope section(*controller_->srcu_);
     controller_->Report("underflow", group(), Bytes(n).ceil_pages());
     return;
   }
@@ -112,6 +119,7 @@ void ObjCgroup::UnchargeSlow(uint64_t n, StatItem item) {
 
 ChargeResult ObjCgroup::ChargeViaPool(uint64_t n, ChargeFlags flags,
                                       StatItem item) {
+  SrcuReadScope section(*controller_->srcu_);
   // Relaxed: the pool publishes no other data; the CAS makes each byte
   // taken by one thread only.
   uint64_t cur = nr_charged_bytes_.load(std::memory_order_relaxed);
@@ -136,6 +144,7 @@ ChargeResult ObjCgroup::ChargeViaPool(uint64_t n, ChargeFlags flags,
 }
 
 void ObjCgroup::UnchargeViaPool(uint64_t n, StatItem item) {
+  SrcuReadScope section(*controller_->srcu_);
   // Relaxed: as above.
   uint64_t cur = nr_charged_bytes_.fetch_add(n, std::memory_order_relaxed) + n;
   while (cur > kPageSize) {
@@ -149,6 +158,16 @@ void ObjCgroup::UnchargeViaPool(uint64_t n, StatItem item) {
     }
   }
   ObjStock::ApplyStat(group(), item, -static_cast<int64_t>(n));
+}
+
+GroupRef ObjCgroup::GetGroup() {
+  // Kernel: get_mem_cgroup_from_objcg(). A group whose last reference went
+  // was removed, so this objcg was moved off it first: read again.
+  SrcuReadScope section(*controller_->srcu_);
+  for (;;) {
+    Group* g = group();
+    if (g->TryGet()) return GroupRef::Adopt(g);
+  }
 }
 
 ObjCgroupRef Group::GetObjCgroup() {

@@ -27,7 +27,11 @@ ObjStock::ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
       rseq_(enabled && cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
             RseqCommitAvailable()),
       nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
-      shards_(cpu_.nr_shards()) {}
+      shards_(cpu_.nr_shards()) {
+  for (int k = 0; k < shards_.size(); ++k) {
+    shards_[k].index = static_cast<uint16_t>(k);
+  }
+}
 
 ObjStock::~ObjStock() { DrainAll(nullptr); }
 
@@ -84,6 +88,8 @@ void ObjStock::ReturnPoolPages(ObjCgroup* objcg) {
 
 void ObjStock::ApplyUncachedStat(ObjCgroup* objcg, StatItem item, uint64_t size,
                                  bool consume) {
+  // After the commit, outside any lock: the group may be removed meanwhile.
+  SrcuReadScope section(*objcg->stock_->srcu_);
   ApplyStat(objcg->group(), item,
             consume ? static_cast<int64_t>(size) : -static_cast<int64_t>(size));
 }
@@ -118,12 +124,19 @@ void ObjStock::Account(ObjStockShard& s, int slot, StatItem item,
 }
 
 void ObjStock::FlushKmemLocked(ObjStockShard& s) {
-  if (s.kmem_group == nullptr) return;
-  ApplyKmem(s.kmem_group, s.kmem_pages);
+  Group* g = s.kmem_group;
+  if (g == nullptr) return;
+  ApplyKmem(g, s.kmem_pages);
   s.kmem_pages = 0;
-  // May be the last reference: Put only queues the group for freeing.
-  s.kmem_group->Put();
   s.kmem_group = nullptr;
+  if (nr_shards_ <= 64) {
+    // Exact: no other shard shares the bit. Relaxed: the shard lock orders
+    // it with the install; a stale set bit only costs a drain a visit.
+    g->kmem_shards_.fetch_and(~(uint64_t{1} << s.index),
+                              std::memory_order_relaxed);
+  }
+  // May be the last reference: Put only queues the group for freeing.
+  g->Put();
 }
 
 void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
@@ -138,7 +151,19 @@ void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
   }
   if (s.kmem_group != g) {
     FlushKmemLocked(s);
-    g->Get();
+    // `g` was read from an objcg (under this lock or in an SRCU section):
+    // its last reference may have gone already (it is then dying and must
+    // not be revived), and it may be offline. Record the shard before
+    // checking online_ (seq_cst, against RemoveGroup's store then load), so
+    // that either its FlushKmemOf visits this shard or we see it offline
+    // and apply the delta at once.
+    if (!g->TryGet()) return ApplyKmem(g, pages);
+    g->kmem_shards_.fetch_or(uint64_t{1} << (s.index & 63),
+                             std::memory_order_seq_cst);
+    if (!g->online_.load(std::memory_order_seq_cst)) {
+      g->Put();  // may be the last: only queues the group
+      return ApplyKmem(g, pages);
+    }
     s.kmem_group = g;
   }
   s.kmem_pages += pages;
@@ -173,9 +198,10 @@ void ObjStock::DrainSlotLocked(ObjStockShard& s, int i) {
   objcg->Put();
 }
 
-void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
-                      StatItem item, int64_t stat_delta, Group* charged,
-                      uint64_t kmem_pages) {
+void ObjStock::RefillInSection(ObjCgroup* objcg, uint64_t bytes,
+                               bool allow_uncharge, StatItem item,
+                               int64_t stat_delta, Group* charged,
+                               uint64_t kmem_pages) {
   // An evicted slot may find an underflow: reported after the unlock.
   DeferReports defer;
   const int k = TryLockCurrent();
@@ -242,7 +268,7 @@ void ObjStock::Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
   }
   s.lock.unlock();
   // Outside the lock, through the page stock (its own lock). `g` stays
-  // valid: the caller's objcg reference pins it (see obj_cgroup.h).
+  // allocated: the caller's group SRCU read section covers it.
   if (pages != 0) UnchargePages(g, pages, /*via_stock=*/true);
 }
 
@@ -252,6 +278,7 @@ void ObjStock::DrainAll(const Group* subtree) {
     DeferReports defer;
     ObjStockShard& s = shards_[cpu];
     LockShard(cpu);
+    drained_shards_.fetch_add(1, std::memory_order_relaxed);
     for (int i = 0; i < slots_; ++i) {
       if (s.slot(i) != nullptr &&
           (subtree == nullptr ||
@@ -264,6 +291,28 @@ void ObjStock::DrainAll(const Group* subtree) {
       FlushKmemLocked(s);
     }
     s.lock.unlock();
+  }
+}
+
+void ObjStock::FlushKmemOf(Group* g) {
+  // seq_cst: after RemoveGroup's store of online_ (see CacheKmemLocked).
+  const uint64_t mask = g->kmem_shards_.load(std::memory_order_seq_cst);
+  if (mask == 0) return;
+  for (int k = 0; k < shards_.size(); ++k) {
+    if ((mask & (uint64_t{1} << (k & 63))) == 0) continue;
+    ObjStockShard& s = shards_[k];
+    // The kmem cache is never touched by an rseq commit: no fence needed.
+    s.lock.lock();
+    drained_shards_.fetch_add(1, std::memory_order_relaxed);
+    if (s.kmem_group == g) FlushKmemLocked(s);
+    s.lock.unlock();
+  }
+}
+
+void ObjStock::WaitForLockHolders() {
+  for (int k = 0; k < shards_.size(); ++k) {
+    shards_[k].lock.lock();
+    shards_[k].lock.unlock();
   }
 }
 

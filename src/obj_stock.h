@@ -30,7 +30,16 @@
 //   change: the statistics engine applies every update to shared atomics,
 //   so 4 KiB objects (a page charge per object) would otherwise contend.
 //   The cache is keyed by the group charged, not by objcg, so a reparent
-//   in between cannot credit the wrong group.
+//   in between cannot credit the wrong group. It holds a reference to that
+//   group and records the shard in the group (Group::kmem_shards_), so a
+//   removal flushes only the shards caching it; a removed group is never
+//   cached again (its deltas are applied at once).
+//
+// Group pointers. An objcg's group() may be removed and freed while the
+// objcg lives (obj_cgroup.h): code here follows it only under the shard's
+// lock (the controller takes every shard lock once before freeing a
+// group, WaitForLockHolders) or inside a read section of the controller's
+// group SRCU (Refill, the uncached statistic of an rseq hit).
 // - Draining a slot returns the whole pages that accumulated in the
 //   objcg's central pool (the kernel keeps them until the objcg is freed),
 //   so usage is exact at quiescence (see obj_cgroup.h).
@@ -49,6 +58,7 @@
 #include "port/cpu.h"
 #include "port/per_cpu.h"
 #include "port/rseq.h"
+#include "port/srcu.h"
 #include "port/try_lock.h"
 #include "umemcg/stats.h"
 #include "umemcg/units.h"
@@ -111,6 +121,7 @@ inline int SlabIndex(StatItem item) {
 struct ObjStockShard {
   TryLock lock;
   uint8_t drain_idx = 0;  // next eviction victim (E5 round robin)
+  uint16_t index = 0;     // this shard's number (set once)
   std::atomic<uint64_t> word[kMaxObjStockSlots] = {};      // SlotWord
   std::atomic<ObjCgroup*> cached[kMaxObjStockSlots] = {};  // hold a reference
   // Cached kmem pages of one group (holds a reference).
@@ -136,6 +147,7 @@ static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
 
 class ObjStock {
  public:
+  friend class ScaleTestPeer;
   // `slots` 1..16; `batch` bounds the cached kmem delta; `cache_stats`
   // false applies every statistic delta at once; `enabled` false is the
   // shared-pool variant (ObjCgroup goes through nr_charged_bytes only).
@@ -149,6 +161,8 @@ class ObjStock {
   bool enabled() const { return enabled_; }
   int slots() const { return slots_; }
   int nr_shards() const { return shards_.size(); }
+  // The controller's group SRCU (set once, before any use).
+  void set_srcu(Srcu* srcu) { srcu_ = srcu; }
 
   // True when the hit paths commit through rseq (see the file comment).
   bool rseq() const { return rseq_; }
@@ -213,12 +227,30 @@ class ObjStock {
   // on `item`; first credits `kmem_pages` (pages just charged to
   // `charged`) to the kmem statistic. Kernel: refill_obj_stock().
   void Refill(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
-              StatItem item, int64_t stat_delta, Group* charged = nullptr,
-              uint64_t kmem_pages = 0);
+              StatItem item, int64_t stat_delta) {
+    SrcuReadScope section(*srcu_);
+    RefillInSection(objcg, bytes, allow_uncharge, item, stat_delta);
+  }
+  // The same, for a caller already inside a group SRCU read section (that
+  // covers `charged`, which it read from the objcg).
+  void RefillInSection(ObjCgroup* objcg, uint64_t bytes, bool allow_uncharge,
+                       StatItem item, int64_t stat_delta,
+                       Group* charged = nullptr, uint64_t kmem_pages = 0);
 
   // Drains, on every shard, each slot whose objcg points into `subtree`
   // (null: every slot) and the kmem cache of a group in it.
   void DrainAll(const Group* subtree);
+  // Applies and drops the kmem caches holding `g`, on the shards recorded
+  // in it only (RemoveGroup: g is offline, so none caches it again).
+  void FlushKmemOf(Group* g);
+  // Takes and releases every shard's lock once: afterwards no locked
+  // section that read an objcg's group before the call is still running
+  // (part of the controller's grace period). Nothing else waits.
+  void WaitForLockHolders();
+
+  uint64_t drained_shards() const {
+    return drained_shards_.load(std::memory_order_relaxed);
+  }
 
   // Empty string if every slot is sane; else the first bad slot.
   std::string CheckInvariants() const;
@@ -324,6 +356,10 @@ class ObjStock {
   const bool enabled_;
   const bool rseq_;
   const uint32_t nr_shards_;
+  Srcu* srcu_ = nullptr;
+  // Shards locked by DrainAll and FlushKmemOf (tests count removal work;
+  // relaxed: a counter that publishes nothing).
+  std::atomic<uint64_t> drained_shards_{0};
   mutable PerCpu<ObjStockShard> shards_;
 };
 

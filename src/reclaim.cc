@@ -41,11 +41,11 @@ struct Pass {
 // Pre-order visit of `g`'s subtree; stops when `visit` returns false.
 // REQUIRES: tree lock held (shared).
 template <typename Visit>
-bool PreOrder(Group* g, std::vector<Group*>& (*children)(Group*),
-              Visit& visit) {
+bool PreOrder(Group* g, Group* (*first_child)(Group*),
+              Group* (*next_sibling)(Group*), Visit& visit) {
   if (!visit(g)) return false;
-  for (Group* child : children(g)) {
-    if (!PreOrder(child, children, visit)) return false;
+  for (Group* c = first_child(g); c != nullptr; c = next_sibling(c)) {
+    if (!PreOrder(c, first_child, next_sibling, visit)) return false;
   }
   return true;
 }
@@ -55,7 +55,8 @@ bool PreOrder(Group* g, std::vector<Group*>& (*children)(Group*),
 // Access to private members for the walk.
 class ReclaimWalk {
  public:
-  static std::vector<Group*>& Children(Group* g) { return g->children_; }
+  static Group* FirstChild(Group* g) { return g->first_child_; }
+  static Group* NextSibling(Group* g) { return g->next_sibling_; }
 
   // The pages `g`'s reclaimers should be asked for in this pass (0 =
   // skip). Computes g's effective protection as a side effect; with
@@ -112,7 +113,7 @@ class ReclaimWalk {
       total += ScanAmount(pass, g, /*raise_events=*/true);
       return true;
     };
-    PreOrder(pass.target, &Children, sum);
+    PreOrder(pass.target, &FirstChild, &NextSibling, sum);
     if (total == 0) return 0;
 
     // Sweep 2: proportional shares.
@@ -125,7 +126,8 @@ class ReclaimWalk {
       reclaimed += AskReclaimers(g, std::min(scan, share));
       return reclaimed < n;
     };
-    if (!PreOrder(pass.target, &Children, proportional)) return reclaimed;
+    if (!PreOrder(pass.target, &FirstChild, &NextSibling, proportional))
+      return reclaimed;
 
     // Sweep 3: whatever is still missing, from anyone who has it.
     auto remainder = [&](Group* g) {
@@ -134,7 +136,7 @@ class ReclaimWalk {
       reclaimed += AskReclaimers(g, std::min(scan, n - reclaimed));
       return reclaimed < n;
     };
-    PreOrder(pass.target, &Children, remainder);
+    PreOrder(pass.target, &FirstChild, &NextSibling, remainder);
     return reclaimed;
   }
 };

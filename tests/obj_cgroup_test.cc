@@ -196,7 +196,7 @@ TEST(ObjCgroupTest, DrainAllStocksDrainsOnlyTheSubtree) {
 
 // Removing a group re-points its objcg: later uncharges land on the
 // parent, later charges charge the parent, and the group is freed once
-// the objcg's last reference goes.
+// its own references go, while the objcg lives on (issue 14 item 1).
 TEST(ObjCgroupTest, ReparentingMovesChargesToTheParent) {
   TestController t;
   GroupRef p = t.Make("p");
@@ -226,7 +226,9 @@ TEST(ObjCgroupTest, ReparentingMovesChargesToTheParent) {
   EXPECT_EQ(Slab(*p), 0);
   EXPECT_EQ(p->StatExact(StatItem::kKernel), 0);
   t.ctrl->Reap();
-  EXPECT_EQ(t.ctrl->live_groups(), live_before);  // objcgs pin them
+  // The objcgs (still referenced) do not pin their removed groups.
+  EXPECT_EQ(t.ctrl->live_groups(), live_before - 2);
+  EXPECT_EQ(oc->group(), p.get());
   oc.reset();
   og.reset();
   t.ctrl->Reap();

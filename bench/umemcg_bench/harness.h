@@ -35,7 +35,8 @@ struct Params {
   int pairs = 0;                      // sendfile: 0 = 1 pair per 2 CPUs
   std::vector<int> batches;           // empty: the scenario's default set
   int depth = 0;                      // 0: scenario default
-  int groups = 10000;                 // statread leaves and parents
+  int groups = 10000;                 // statread (scale: see main.cc) groups
+  int fanout = 100;                   // scale: leaves per parent
   double seconds = 1.0;               // per timed run
   uint64_t iterations = 1400000;      // kmem single-thread loop
   int repeat = 3;

@@ -5,6 +5,7 @@
 //
 //   umemcg-bench SCENARIO [--threads N | --pairs P] [--batch N[,N...]]
 //                [--variant NAME[,NAME...]] [--depth D] [--groups G]
+//                [--fanout F]
 //                [--seconds S] [--iterations N] [--repeat R] [--json]
 //                [--plots DIR] [--quick] ...
 //   umemcg-bench all --quick --plots out/plots
@@ -50,6 +51,7 @@ struct Cli {
   bool no_pin = false;
   std::string plots;
   std::vector<std::string> from;  // report: JSON-lines files
+  bool groups_given = false;      // --groups on the command line
   double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 2.0)
   int repeat = 0;      // 0: default (3, quick 5)
 };
@@ -70,6 +72,9 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
     p.batches = {16, 32, 64, 127};
   }
   if (all && scenario == "kmem" && p.batches.empty()) p.batches = {64, 32};
+  if (scenario == "scale" && !cli.groups_given) {
+    p.groups = cli.quick ? 20000 : 100000;
+  }
   return p;
 }
 
@@ -136,7 +141,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(scenarios));
   app.add_option("--threads", cli.p.threads,
                  "threads (pagefault tasks, kmem threads, statread writers, "
-                 "multitenant softirq threads; sendfile: pairs = N/2)")
+                 "multitenant softirq threads, scale creators; sendfile: "
+                 "pairs = N/2)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--pairs", cli.p.pairs, "sendfile sender/receiver pairs")
       ->check(CLI::Range(1, 512));
@@ -150,8 +156,13 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--depth", cli.p.depth, "group depth of the charged leaf")
       ->check(CLI::Range(1, 16));
-  app.add_option("--groups", cli.p.groups, "statread groups")
-      ->check(CLI::Range(2, 1000000));
+  CLI::Option* groups_opt =
+      app.add_option("--groups", cli.p.groups,
+                     "statread groups (default 10000); scale groups "
+                     "(default 100000, --quick 20000)")
+          ->check(CLI::Range(2, 1000000));
+  app.add_option("--fanout", cli.p.fanout, "scale: leaves per parent (100)")
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--seconds", cli.seconds, "seconds per timed run")
       ->check(CLI::Range(0.001, 3600.0));
   app.add_option("--iterations", cli.p.iterations,
@@ -189,6 +200,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-pin", cli.no_pin, "do not pin threads to CPUs");
   app.add_flag("--quiet", cli.quiet, "no progress lines on stderr");
   CLI11_PARSE(app, argc, argv);
+  cli.groups_given = groups_opt->count() > 0;
   cli.p.pin = !cli.no_pin;
   cli.p.single_task_baseline = !no_single_task;
   cli.p.progress = !cli.quiet;

@@ -328,6 +328,35 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"fallocate: pergroup (early stop) vs global (depth 4, N tasks)",
        "fixed to +3.3% after the follow-ups [Y11]", 1.033,
        ops_ratio("fallocate", "pergroup", "global", 4, -1), NAN, NAN});
+  // Issue 16's targets (no kernel figure: absolute values and ratios).
+  {
+    const Result* large = Find(rs, "scale", "large");
+    const Result* small = Find(rs, "scale", "small");
+    std::string n = "N";
+    if (large != nullptr && !std::isnan(large->field("groups"))) {
+      n = std::to_string(static_cast<int64_t>(large->field("groups")));
+    }
+    const char* none = "none (issue 16 target)";
+    add({"scale: groups created/s, 1 thread, " + n + " groups", none, NAN,
+         Field(large, "create_per_s"), 100000, NAN});
+    add({"scale: groups removed/s, 1 thread, under churn, " + n + " groups",
+         none, NAN, Field(large, "remove_per_s"), 100000, NAN});
+    // CPU time of the removing thread: the wall clock of a loaded machine
+    // would compare the scheduler's share, not the work.
+    add({"scale: removal CPU time per group, " + n + " vs 1000 groups", none,
+         NAN,
+         Field(large, "remove_cpu_ns_per_group") /
+             Field(small, "remove_cpu_ns_per_group"),
+         NAN, 1.5});
+    add({"scale: root memory.stat p99 (ms), every group dirty", none, NAN,
+         Field(large, "root_stat_p99_ms"), NAN, 50});
+    add({"scale: random-leaf memory.stat p99 (us)", none, NAN,
+         Field(large, "leaf_stat_p99_us"), NAN, 100});
+    add({"scale: hot-group charge p99, tree churning / quiet", none, NAN,
+         Field(large, "hot_p99_churn_vs_quiet"), NAN, 2});
+    add({"scale: bytes per group (RSS growth)", none, NAN,
+         Field(large, "bytes_per_group"), NAN, 2048});
+  }
   return out;
 }
 

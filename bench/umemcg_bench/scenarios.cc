@@ -8,8 +8,8 @@ namespace umemcg::bench {
 
 const std::vector<std::string>& ScenarioNames() {
   static const std::vector<std::string> names = {
-      "sendfile",   "multitenant", "pagefault1", "pagefault2",
-      "pagefault3", "fallocate",   "kmem",       "statread",
+      "sendfile",  "multitenant", "pagefault1", "pagefault2", "pagefault3",
+      "fallocate", "kmem",        "statread",   "scale",
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
       "cluster",
 #endif
@@ -31,6 +31,7 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
     return {"unaccounted", "immediate", "cached", "percpu", "shared-pool"};
   }
   if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
+  if (scenario == "scale") return {"small", "large"};
   if (scenario == "cluster") return {"lease", "per-charge", "local"};
   return {};
 }
@@ -52,6 +53,7 @@ StatusOr<std::vector<Result>> RunScenario(const std::string& name,
   }
   if (name == "kmem") return RunKmem(p);
   if (name == "statread") return RunStatread(p);
+  if (name == "scale") return RunScale(p);
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
   if (name == "cluster") return RunCluster(p);
 #endif

@@ -20,6 +20,8 @@
 //                threads: percpu vs shared-pool.
 //   statread     D: memory.stat read latency under writers:
 //                global+whole-tree vs pergroup+subtree.
+//   scale        issue 16: 100,000 groups created, charged, read, removed
+//                under churn; variants small (1,000) and large (N).
 //   cluster      issue 17: one cluster max over --processes P x --threads
 //                T (3 pages per op) on a local redis-server: lease,
 //                per-charge, local (built with libumemcg-cluster only).
@@ -44,6 +46,7 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
                                            const Params& p);
 StatusOr<std::vector<Result>> RunKmem(const Params& p);
 StatusOr<std::vector<Result>> RunStatread(const Params& p);
+StatusOr<std::vector<Result>> RunScale(const Params& p);
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
 StatusOr<std::vector<Result>> RunCluster(const Params& p);
 #endif

@@ -12,12 +12,18 @@
 //
 // Thread safety: every method is safe from any thread. Tree changes
 // (CreateGroup, RemoveGroup) take an exclusive tree lock; lookups and
-// reclaim walks take it shared. Destroying the controller requires that no
-// other thread uses it and that every GroupRef and ObjCgroupRef of it has been
-// released. A controller runs up to two threads of its own, stopped before
-// the destructor frees anything: the statistics flusher
-// (stats_flush_period) and the memory.high worker (HighWorkMode::kThread),
-// which calls reclaimers.
+// reclaim walks take it shared.
+//
+// Scale. Tree operations cost what the group itself holds, not what the
+// tree holds: creation and lookup find children through a hash index by
+// (parent, name); removal unlinks the group from its parent's list in
+// O(1), reparents only the group's own objcg list and drains only the CPU
+// shards whose stocks cache the group; freeing is batched (see Reap).
+// Destroying the controller requires that no other thread uses it and that
+// every GroupRef and ObjCgroupRef of it has been released. A controller
+// runs up to two threads of its own, stopped before the destructor frees
+// anything: the statistics flusher (stats_flush_period) and the
+// memory.high worker (HighWorkMode::kThread), which calls reclaimers.
 //
 // fork(): safe at any time from any thread, also from inside a reclaimer,
 // the OOM handler or a hook. The child's copy of the controller works
@@ -61,9 +67,12 @@ class ObjCgroup;
 namespace internal {
 class ChargeStock;
 class ControllerForkHandler;
+class ChildIndex;
 class ControllerImpl;
 class ObjStock;
 class Rstat;
+class Srcu;
+class ScaleTestPeer;
 class StatsTestPeer;
 class StockDrainer;
 struct TreeWriteLock;
@@ -92,9 +101,20 @@ struct ErrorReport {
 // or OOM handler, that callback's restrictions apply to the hook too.
 using ErrorHook = std::function<void(const ErrorReport&)>;
 
+// A removed group whose memory was freed (ControllerObserver::OnGroupFreed).
+struct FreedGroup {
+  uint64_t id = 0;   // Group::id()
+  std::string path;  // Group::path() ("a/b")
+  // Pages it still had charged other than through its objcgs, returned to
+  // its ancestors and reported to the error hook as a "leak" (normally 0).
+  Pages leaked;
+};
+
 // Something attached to a controller from outside the accounting core (a
-// FUSE mount, a metrics server): told about every memory event, and about
-// the controller's destruction so it can stop using the controller first.
+// FUSE mount, a metrics server, a service watching its tenants): told about
+// every memory event, about groups going offline and being freed, and
+// about the controller's destruction so it can stop using the controller
+// first.
 class UMEMCG_EXPORT ControllerObserver {
  public:
   virtual ~ControllerObserver() = default;
@@ -105,6 +125,19 @@ class UMEMCG_EXPORT ControllerObserver {
     (void)group;
     (void)event;
   }
+  // After RemoveGroup took `group` offline (kernel: css offline): it is
+  // unlinked, its objcgs point at its parent, its stocks are drained and
+  // its usage is what it still has charged (the dying group's memory).
+  // Called on the removing thread, outside every controller lock, before
+  // RemoveGroup returns; `group` is valid during the call (a GroupRef taken
+  // here keeps it allocated, delaying OnGroupFreed).
+  virtual void OnGroupOffline(Group& group) { (void)group; }
+  // After a removed group's memory was freed: its last reference went and
+  // a grace period passed (Controller::Reap). Called on the reaping thread
+  // (any tree operation, or Reap), outside every controller lock; may call
+  // the controller (a tree operation from here reaps again, so keep it
+  // rare). Not called for the groups ~Controller frees.
+  virtual void OnGroupFreed(const FreedGroup& group) { (void)group; }
   // At the start of ~Controller, on the destroying thread, before any
   // group is freed: stop using the controller and release every GroupRef
   // to it before returning.
@@ -273,9 +306,20 @@ class UMEMCG_EXPORT Controller {
   // violation. Walks the whole tree and every CPU's stock.
   Status CheckInvariants();
 
-  // Frees groups whose last reference went since the last tree operation.
-  // Tree operations and the destructor call it; call it to free sooner.
+  // Frees the objcgs and removed groups whose last reference went. A group
+  // is freed once a grace period has passed since its last reference went
+  // (kernel: RCU-deferred css freeing): no thread is still inside an object
+  // charge or uncharge that may have read it through an objcg just
+  // reparented away from it. Grace periods are polled, never waited for: a
+  // group that a thread blocked inside such a charge (reclaim, OOM
+  // handling, a memory.high sleep) may still reach is freed by a later
+  // Reap. Tree operations reap too, running a grace period only once
+  // kReapBatch groups wait (its cost, a few loads per CPU and two
+  // membarrier(2) calls, is shared by the batch); Reap() always runs one.
+  // Time proportional to the groups and objcgs freed, plus O(nr_cpus) per
+  // grace period.
   void Reap();
+  static constexpr int kReapBatch = 32;
 
   // ---- Statistics ----
 
@@ -318,12 +362,14 @@ class UMEMCG_EXPORT Controller {
   uint64_t underflows() const {
     return underflows_.load(std::memory_order_relaxed);
   }
-  // Groups currently allocated, online or not (root included).
+  // Groups currently allocated, online or not (root included): the online
+  // ones plus the removed ones not freed yet (referenced, or waiting for a
+  // grace period).
   int64_t live_groups() const {
     return live_groups_.load(std::memory_order_relaxed);
   }
-  // ObjCgroups currently allocated (one per group, plus those of removed
-  // groups still referenced by objects or stocks, until Reap).
+  // ObjCgroups currently allocated (one per online group, plus those of
+  // removed groups still referenced by objects or stocks, until Reap).
   int64_t live_objcgs() const {
     return live_objcgs_.load(std::memory_order_relaxed);
   }
@@ -334,6 +380,7 @@ class UMEMCG_EXPORT Controller {
   friend class ObjCgroup;
   friend class internal::ControllerImpl;
   friend class internal::ObjStock;
+  friend class internal::ScaleTestPeer;
   friend class internal::StatsTestPeer;
   friend class internal::StockDrainer;
   friend class internal::ControllerForkHandler;
@@ -351,6 +398,14 @@ class UMEMCG_EXPORT Controller {
   void FreeObjCgroup(ObjCgroup* objcg);     // from Reap
   void CreateObjCgroup(Group* group);
   Group* FindChildLocked(Group& parent, std::string_view name) const;
+  // Reap; without `force` a grace period starts only once kReapBatch
+  // groups wait, and a reap already running elsewhere is left to finish.
+  void ReapImpl(bool force);
+  // Frees `g` (its grace period passed). REQUIRES: reap_mu_.
+  void FreeGroup(Group* g, std::vector<FreedGroup>* freed);
+  // Calls OnGroupOffline / OnGroupFreed of every observer.
+  void NotifyOffline(Group& group);
+  void NotifyFreed(const std::vector<FreedGroup>& freed);
 
   ControllerOptions options_;
   ControllerInfo info_;
@@ -359,17 +414,23 @@ class UMEMCG_EXPORT Controller {
   std::unique_ptr<internal::ObjStock> obj_stock_;
   // Declared after stock_ (whose CPU source it uses): destroyed first.
   std::unique_ptr<internal::Rstat> rstat_;
+  // Read sections around every use of an objcg's group pointer without a
+  // group reference (object charge misses, refills); grace periods before
+  // freeing a group (see Reap).
+  std::unique_ptr<internal::Srcu> srcu_;
   std::vector<std::string> stat_names_;  // every item, by id
   std::vector<StatUnit> stat_units_;
   Group* root_ = nullptr;
 
-  // Guards every group's children_ and reclaimers_ lists and online
-  // transitions. Shared by lookups and reclaim walks. Writers also hold
-  // tree_fork_mu_ (TreeWriteLock) for their whole section, which the fork
-  // handler takes: reclaim walks hold tree_mu_ while reclaimers run, so
-  // fork cannot wait for tree_mu_ itself (see ControllerForkHandler).
+  // Guards every group's children list and reclaimers_, the child index
+  // and online transitions. Shared by lookups and reclaim walks. Writers
+  // also hold tree_fork_mu_ (TreeWriteLock) for their whole section, which
+  // the fork handler takes: reclaim walks hold tree_mu_ while reclaimers
+  // run, so fork cannot wait for tree_mu_ itself (see
+  // ControllerForkHandler).
   mutable std::shared_mutex tree_mu_;
   std::mutex tree_fork_mu_;
+  std::unique_ptr<internal::ChildIndex> children_;  // guarded by tree_mu_
   // Serializes OOM handling (kernel: oom_lock).
   std::mutex oom_mu_;
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
@@ -381,10 +442,10 @@ class UMEMCG_EXPORT Controller {
   // Every group's memory.peak watchers (kernel: peaks_lock).
   std::mutex peaks_mu_;
 
-  // Every live objcg, for reparenting (kernel: objcg_list). Taken on group
-  // creation and removal and at objcg release only.
+  // Guards every group's objcg list and every objcg's group pointer
+  // changes (kernel: objcg_lock). Taken on group creation and removal, at
+  // objcg release and by DrainAllStocks.
   std::mutex objcg_mu_;
-  std::vector<ObjCgroup*> objcgs_;  // guarded by objcg_mu_
 
   // One DrainAllStocks at a time, and the waiters for the next one.
   std::unique_ptr<internal::StockDrainer> drainer_;
@@ -405,10 +466,22 @@ class UMEMCG_EXPORT Controller {
 
   std::atomic<Group*> to_free_{nullptr};  // lock-free stack of dead groups
   std::atomic<ObjCgroup*> objcg_to_free_{nullptr};  // ditto, objcgs
+  // Serialises reaping. Dead groups popped from to_free_ wait in
+  // gp_waiting_ for the next grace period, then in gp_current_ for the one
+  // in progress (linked through Group::next_to_free_).
+  std::mutex reap_mu_;
+  Group* gp_waiting_ = nullptr;  // guarded by reap_mu_
+  int nr_gp_waiting_ = 0;        // guarded by reap_mu_
+  Group* gp_current_ = nullptr;  // guarded by reap_mu_
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> underflows_{0};
   std::atomic<int64_t> live_groups_{0};
   std::atomic<int64_t> live_objcgs_{0};
+
+  // Work done by tree operations, counted so that tests can prove it does
+  // not grow with the tree. Relaxed: counters that publish nothing.
+  std::atomic<uint64_t> objcgs_visited_{0};            // reparenting, freeing
+  mutable std::atomic<uint64_t> siblings_visited_{0};  // entries compared
 };
 
 }  // namespace umemcg

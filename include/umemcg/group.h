@@ -8,14 +8,19 @@
 //
 // Lifetime. Groups are reference counted. The tree holds a reference while
 // the group is online; each GroupRef, each stock slot caching the group and
-// each child hold one too. Controller::RemoveGroup takes a group offline:
-// it is unlinked from the tree, its protection is released, every stock
-// holding it is drained and later charges fail with kFailedPrecondition,
-// while uncharges of memory charged earlier still work (the kernel's zombie
-// memcg). Its memory is freed after the last reference goes (at the
-// controller's next tree operation or Reap()). A group freed with pages
-// still charged reports them through the error hook and returns them to its
-// ancestors, so an ancestor's usage never keeps a leak of a dead child.
+// each child hold one too. Objects charged through the group's objcg do
+// not: removal points the objcg at the parent (obj_cgroup.h).
+// Controller::RemoveGroup takes a group offline: it is unlinked from the
+// tree, its objcgs are reparented, its protection is released, the stocks
+// caching it are drained and later charges fail with kFailedPrecondition,
+// while uncharges of memory charged earlier still work (the kernel's
+// dying memcg). Its memory is freed after the last reference goes and no
+// thread still inside an object charge can read it (a grace period, see
+// Controller::Reap). A group freed with pages still charged (other than
+// through its objcgs) reports them through the error hook and returns them
+// to its ancestors, so an ancestor's usage never keeps a leak of a dead
+// child. ControllerObserver is told when a group goes offline and when it
+// is freed.
 //
 // Roots. The root group has no limits or protection; charging it is a free
 // no-op success, as the kernel skips the root memcg, but every descendant's
@@ -62,6 +67,7 @@ class ObjCgroup;
 class ObjCgroupRef;
 namespace internal {
 class ChargeStock;
+class ChildIndex;
 class ControllerImpl;
 class ExternalLimit;
 class ExternalLimits;
@@ -155,6 +161,14 @@ class UMEMCG_EXPORT GroupRef {
   explicit operator bool() const { return group_ != nullptr; }
 
  private:
+  friend class ObjCgroup;
+  // Owns a reference the caller already holds (taken with Group::TryGet).
+  static GroupRef Adopt(Group* group) {
+    GroupRef ref;
+    ref.group_ = group;
+    return ref;
+  }
+
   Group* group_ = nullptr;
 };
 
@@ -429,6 +443,8 @@ class UMEMCG_EXPORT alignas(64) Group {
   bool IsDescendantOf(const Group& ancestor) const;
   // Names of the online children, in creation order (takes the tree lock).
   std::vector<std::string> ChildNames() const;
+  // How many online children it has (takes the tree lock; O(1)).
+  size_t NumChildren() const;
 
   // ---- cgroup core state (cgroup.stat, cgroup.events) ----
 
@@ -456,6 +472,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class GroupRef;
   friend class ObjCgroup;
   friend class internal::ChargeStock;
+  friend class internal::ChildIndex;
   friend class internal::ControllerImpl;
   friend class internal::ExternalLimits;
   friend class internal::ObjStock;
@@ -467,6 +484,21 @@ class UMEMCG_EXPORT alignas(64) Group {
   ~Group();
 
   void Get() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // A new reference unless the last one already went (the group is then
+  // queued for freeing and must not be revived); kernel: css_tryget.
+  // REQUIRES: the group's memory is still valid (a reference, or a read
+  // section of the controller's group SRCU, see Controller::Reap).
+  bool TryGet() {
+    // Acquire: a caller that sees the count at 0 also sees what preceded
+    // the last Put (for an objcg's group, the store moving the objcg
+    // away), so it can look again. Success needs no ordering (as Get).
+    int64_t r = refs_.load(std::memory_order_acquire);
+    do {
+      if (r <= 0) return false;
+    } while (!refs_.compare_exchange_weak(r, r + 1, std::memory_order_relaxed,
+                                          std::memory_order_acquire));
+    return true;
+  }
   void Put();
 
   // Write-hot counter first (its own cache lines).
@@ -491,6 +523,17 @@ class UMEMCG_EXPORT alignas(64) Group {
   // made from an existing one); the final decrement is acq_rel so the
   // reaper sees every prior write to the group.
   alignas(64) std::atomic<int64_t> refs_{1};
+  // The CPU shards whose page stock (stock_shards_) or object stock kmem
+  // cache (kmem_shards_) may hold this group: bit k % 64 for shard k. Set
+  // (seq_cst RMW, on the line the install writes anyway for the
+  // reference) before the installer checks online_, so that RemoveGroup,
+  // which clears online_ before reading them, drains every shard that
+  // cached the group and only those. Cleared when the slot lets go of the
+  // group if the controller has at most 64 shards (above that a bit
+  // stands for several shards and stays set: drains then visit a few
+  // shards more, never fewer).
+  std::atomic<uint64_t> stock_shards_{0};
+  std::atomic<uint64_t> kmem_shards_{0};
 
   // Events: written only on slow paths (limits, reclaim, OOM). Relaxed:
   // independent counters that publish no other data.
@@ -521,8 +564,15 @@ class UMEMCG_EXPORT alignas(64) Group {
   // on the charge slow path only (src/external_limit.h).
   std::atomic<internal::ExternalLimit*> external_limit_{nullptr};
 
-  // Guarded by the controller's tree lock.
-  std::vector<Group*> children_;  // online children, creation order
+  // Guarded by the controller's tree lock: the online children in
+  // creation order, as a doubly linked list (O(1) unlink), their number,
+  // and the chain of the controller's child index (by parent and name).
+  Group* first_child_ = nullptr;
+  Group* last_child_ = nullptr;
+  Group* prev_sibling_ = nullptr;
+  Group* next_sibling_ = nullptr;
+  Group* index_next_ = nullptr;
+  size_t nr_children_ = 0;
   std::vector<Reclaimer*> reclaimers_;
   // RemoveGroup counted this group in its ancestors' nr_dying_descendants_
   // (Reap uncounts it when freeing it). Written under the tree lock, read
@@ -536,7 +586,13 @@ class UMEMCG_EXPORT alignas(64) Group {
   std::atomic<int32_t> nr_descendants_{0};
   std::atomic<int32_t> nr_dying_descendants_{0};
 
-  // Link in the controller's lock-free list of groups to free.
+  // The objcgs whose group() is this group: its own while it is online and
+  // those inherited from removed descendants (kernel: memcg->objcg_list),
+  // linked through the objcgs. Guarded by the controller's objcg_mu_.
+  ObjCgroup* objcg_list_ = nullptr;
+
+  // Link in the controller's lock-free list of groups to free, then in its
+  // lists of groups waiting for a grace period (guarded by reap_mu_).
   Group* next_to_free_ = nullptr;
   // memory.high work (Controller::RunHighWork): set while the group is on
   // the controller's queue (acq_rel exchange: one queue entry at a time),

@@ -30,20 +30,26 @@
 // rest of the last page (0 once every object is freed).
 //
 // Reparenting. Removing a group points its objcg (and the objcgs it had
-// inherited from removed children) at the parent. Uncharges then land on
-// the parent's counters. Charging through a removed group's objcg charges
-// the nearest live ancestor (the objcg now points there), as the kernel
-// does after reparenting; the root's counter is then charged directly, as
-// it has no limits. The root group's own objcg is never charged: Charge
-// and Uncharge are free no-ops on it.
+// inherited from removed children: the group's objcg list, so the work is
+// the group's own, whatever the size of the tree) at the parent.
+// Uncharges then land on the parent's counters. Charging through a removed
+// group's objcg charges the nearest live ancestor (the objcg now points there),
+// as the kernel does after reparenting; the root's counter is then charged
+// directly, as it has no limits. The root group's own objcg is never charged:
+// Charge and Uncharge are free no-ops on it.
 //
 // Lifetime. An ObjCgroup is reference counted: its group holds a reference
 // until it is removed, and every ObjCgroupRef and object stock slot holds
-// one. The objcg holds a reference on the group it was created for (which
-// pins that group's ancestors, hence whichever group it points to now), so
-// a removed group is freed once its objcg's last reference goes. At that
-// point the central pool must hold whole pages (otherwise the error hook
-// gets "objcg_partial_page"); those pages are uncharged from the group the
+// one. It holds no reference on any group (kernel: obj_cgroup), so a
+// removed group is freed while objects charged through its objcg live on:
+// their charges stay on the parent (and the ancestors), and freeing them
+// later uncharges the parent. group() always names a group that is not
+// yet freed when read, and the charge paths that follow it without a
+// reference run inside a read section of the controller's group SRCU, so
+// the group a racing removal just left is freed only after they finish
+// (see Controller::Reap). When the last reference goes the central pool
+// must hold whole pages (otherwise the error hook gets
+// "objcg_partial_page"); those pages are uncharged from the group the
 // objcg points to.
 //
 // Thread safety: every method may be called from any thread. Charge and
@@ -97,10 +103,17 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   // ---- Observers ----
 
   // The group charged now: the owner, or after its removal its nearest
-  // ancestor alive at that time. Valid while the caller holds a reference.
+  // ancestor alive at that time. For comparison only: the group may be
+  // removed and freed at any time after the call unless the caller holds a
+  // reference to it (or to a descendant); GetGroup takes one.
   Group* group() const { return group_.load(std::memory_order_acquire); }
-  // The group this objcg was created for (may be removed).
-  Group* origin() const { return origin_; }
+  // A reference to the group charged now (kernel:
+  // get_mem_cgroup_from_objcg). REQUIRES: the caller holds a reference to
+  // the objcg.
+  GroupRef GetGroup();
+  // The id of the group this objcg was created for (Group::id(); that
+  // group may be removed and freed).
+  uint64_t origin_id() const { return origin_id_; }
   bool is_root() const { return is_root_; }
   // The central pool: bytes charged (as part of whole pages) to the current
   // group, held by no stock and no object. Kernel: nr_charged_bytes.
@@ -136,10 +149,12 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   // returns the group charged in *charged. Kernel: obj_cgroup_charge_pages.
   ChargeResult ChargePages(uint64_t pages, ChargeFlags flags, Group** charged);
 
-  // Read by every charge miss; replaced by RemoveGroup (release store; the
-  // acquire load in group() pairs with it). Never null.
+  // Read by every charge miss; replaced by RemoveGroup under the
+  // controller's objcg_mu_ (release store; the acquire load in group()
+  // pairs with it). Never null; never a freed group while a reader may
+  // still use it (see Lifetime above).
   std::atomic<Group*> group_;
-  Group* const origin_;  // holds a reference (see Lifetime above)
+  const uint64_t origin_id_;
   Controller* const controller_;
   internal::ObjStock* const stock_;
   const bool is_root_;
@@ -152,6 +167,11 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   // The central pool. Its own cache line: written when a stock slot is
   // drained or installed, and on every op of the shared-pool variant.
   alignas(64) std::atomic<uint64_t> nr_charged_bytes_{0};
+
+  // Links in group()'s objcg list (Group::objcg_list_), guarded by the
+  // controller's objcg_mu_.
+  ObjCgroup* list_prev_ = nullptr;
+  ObjCgroup* list_next_ = nullptr;
 
   // Link in the controller's lock-free list of objcgs to free.
   ObjCgroup* next_to_free_ = nullptr;

@@ -130,7 +130,7 @@ int GetAttr(const char* path, struct stat* st, fuse_file_info* fi) {
     return 0;
   }
   st->st_mode = S_IFDIR | 0755;
-  st->st_nlink = 2 + node.group->ChildNames().size();
+  st->st_nlink = 2 + node.group->NumChildren();
   return 0;
 }
 

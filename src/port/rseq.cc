@@ -50,10 +50,9 @@ void SleepMs(int ms) {
   }
 }
 
-// The fence by other means: after this, no section that was in flight on
-// `cpu` when the call began is still in flight (the fallback contract in
-// rseq.h).
-void ExcludeWithoutMembarrier(uint32_t cpu) {
+}  // namespace
+
+void RseqVisitCpu(uint32_t cpu) {
   cpu_set_t original;
   if (sched_getaffinity(0, sizeof(original), &original) == 0 &&
       cpu < CPU_SETSIZE) {
@@ -74,8 +73,6 @@ void ExcludeWithoutMembarrier(uint32_t cpu) {
   SleepMs(kRseqGraceMs);
 }
 
-}  // namespace
-
 bool RseqCommitAvailable() {
   // Registration is process-wide and idempotent; done once.
   static const bool fence = RegisterRseqFence();
@@ -84,6 +81,10 @@ bool RseqCommitAvailable() {
 }
 
 bool RseqFenceFailed() { return fence_failed.load(std::memory_order_relaxed); }
+
+void RseqMarkFenceFailed() {
+  fence_failed.store(true, std::memory_order_relaxed);
+}
 
 void RseqExclude(uint32_t cpu, TryLock& held) {
   // Closed by an earlier holder, whose exclusion of in-flight sections
@@ -114,13 +115,15 @@ void RseqExclude(uint32_t cpu, TryLock& held) {
   // close before them).
   fence_failed.store(true, std::memory_order_relaxed);
   held.CloseForRseq();
-  ExcludeWithoutMembarrier(cpu);
+  RseqVisitCpu(cpu);
 }
 
 #else
 
 bool RseqCommitAvailable() { return false; }
 bool RseqFenceFailed() { return false; }
+void RseqMarkFenceFailed() {}
+void RseqVisitCpu(uint32_t) {}
 void RseqExclude(uint32_t, TryLock&) {}
 
 #endif

@@ -96,6 +96,16 @@ bool RseqCommitAvailable();
 inline constexpr int kRseqGraceMs = 50;
 // True once a fence failed for good in this process (tests).
 bool RseqFenceFailed();
+// Records that a fence failed for good (RseqCommitAvailable() is false
+// from then on), for rseq users that fence by other means (port/srcu.h).
+void RseqMarkFenceFailed();
+// The fence by other means: after this returns, no critical section that
+// was in flight on `cpu` when it was called is still in flight, and the
+// CPU ran a full barrier (a context switch). Runs the calling thread on
+// `cpu` once (sched_setaffinity); a CPU outside the process's cpuset runs
+// none of its threads; if changing the affinity is denied, waits
+// kRseqGraceMs (see the fallback contract above). Slow: fallback only.
+void RseqVisitCpu(uint32_t cpu);
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
