@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
@@ -84,6 +85,11 @@ class ControllerImpl {
   // page_counter_uncharge + underflow reporting.
   static void UnchargeCounters(Group* g, uint64_t n);
 
+  // BatchPolicy::kAdaptive: a batch event of `g` (a charge refilled a
+  // stock, or a slot passed its batch). Feeds AdaptiveBatch and applies its
+  // decision: a new batch, with a drain of g's slots when it shrank.
+  static void AdaptBatch(Group* g);
+
   // memcg_memory_event(): local, then hierarchical up to (not incl.) root.
   static void RaiseEvent(Group* g, MemoryEvent event);
 
@@ -110,6 +116,13 @@ class ControllerImpl {
   static Group* GroupOfCounter(Group* start, const PageCounter* counter);
 
   static Controller& Ctrl(const Group* g) { return *g->controller_; }
+  // True for a page-unit statistic of g's controller (what TryCharge /
+  // Uncharge with an item move): one bounds check and one load.
+  static bool IsPageItem(const Group& g, StatItem item) {
+    const std::vector<StatUnit>& units = g.controller_->stat_units_;
+    const auto i = static_cast<size_t>(item);
+    return i < units.size() && units[i] == StatUnit::kPages;
+  }
   static PageCounter& Memory(Group* g) { return g->memory_; }
 };
 

@@ -17,14 +17,14 @@
 namespace umemcg::internal {
 
 ObjStock::ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
-                   bool enabled)
+                   bool enabled, bool rseq)
     : cpu_(std::move(cpu)),
       slots_(slots),
       batch_(batch),
       cache_stats_(cache_stats),
       enabled_(enabled),
-      rseq_(enabled && cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
-            RseqCommitAvailable()),
+      rseq_(enabled && rseq && cpu_.source() == CpuSource::kRseq &&
+            cpu_.identity() && RseqCommitAvailable()),
       nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
       shards_(cpu_.nr_shards()) {}
 

@@ -140,7 +140,7 @@ class ObjStock {
   // false applies every statistic delta at once; `enabled` false is the
   // shared-pool variant (ObjCgroup goes through nr_charged_bytes only).
   ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
-           bool enabled);
+           bool enabled, bool rseq = true);
   ~ObjStock();
 
   ObjStock(const ObjStock&) = delete;

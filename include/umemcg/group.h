@@ -23,9 +23,10 @@
 // children's.
 //
 // Usage over-report. Pages held in per-CPU stocks are charged but unused:
-// usage() exceeds the pages handed out by at most nr_cpus x batch pages per
-// group (StockedPages() says how much exactly; stocks are drained before
-// any OOM decision, so stock never causes a failure draining would avoid).
+// usage() exceeds the pages handed out by at most nr_cpus x batch() pages
+// per group (StockedPages() says how much exactly; stocks are drained
+// before any OOM decision, so stock never causes a failure draining would
+// avoid).
 //
 // Thread safety: every method may be called from any thread. TryCharge and
 // Uncharge never take a blocking lock and never allocate on the stock-hit
@@ -339,6 +340,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   // memory.events / memory.events.local text ("low 0\nhigh 0\n...").
   std::string MemoryEvents() const;
   std::string MemoryEventsLocal() const;
+  // memory.stock text (umemcg's own file): "stocked <bytes cached in the
+  // stocks now>\nbatch <pages, batch()>\nslack_bound <bytes,
+  // StockSlackBound()>\n".
+  std::string MemoryStock() const;
 
   // ---- cgroup-v2 files (see files.h) ----
 
@@ -353,10 +358,15 @@ class UMEMCG_EXPORT alignas(64) Group {
   // The hierarchical counter: usage, limits, peaks, failcnt, protection.
   const PageCounter& memory() const { return memory_; }
   Pages usage() const { return memory_.usage(); }
-  // Pages cached for this group in all CPUs' stocks now (takes each CPU's
-  // stock lock briefly). Bounded by StockSlackBound().
+  // Pages cached for this group in all CPUs' stocks now (read without
+  // their locks: exact at quiescence). Bounded by StockSlackBound().
   Pages StockedPages() const;
-  // nr_cpus x batch: the most stock can over-report this group's usage.
+  // The group's current batch: pages per counter walk, and the most one
+  // CPU's stock caches for it (ControllerOptions::batch, or what the
+  // adaptive policy set last; 0 = no stock).
+  int batch() const { return batch_.load(std::memory_order_relaxed); }
+  // nr_cpus x batch(): the most stock can over-report this group's usage
+  // now (the adaptive policy drains the group's stocks when it lowers it).
   Pages StockSlackBound() const;
 
   uint64_t events(MemoryEvent e) const {
@@ -398,6 +408,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   void Get() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Put();
 
+  // TryCharge / Uncharge after the stock's rseq hit missed (charge.cc).
+  [[gnu::noinline]] ChargeResult TryChargeMiss(uint64_t n, ChargeFlags flags);
+  [[gnu::noinline]] void UnchargeMiss(uint64_t n);
+
   // Write-hot counter first (its own cache lines).
   PageCounter memory_;
 
@@ -413,6 +427,12 @@ class UMEMCG_EXPORT alignas(64) Group {
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};
+  // Pages per counter walk and the most one CPU's stock slot may cache for
+  // this group: the controller's batch, or (BatchPolicy::kAdaptive) what
+  // the adaptive policy set last. Read inside the stock's hit paths;
+  // written only by the policy, which drains the group's slots after a
+  // shrink (src/charge_stock.h). Relaxed: an independent value.
+  std::atomic<int32_t> batch_;
 
   // Reference count; see the lifetime note above. On its own cache line:
   // stock slot installs write it, and the read-mostly fields above are
@@ -420,6 +440,14 @@ class UMEMCG_EXPORT alignas(64) Group {
   // made from an existing one); the final decrement is acq_rel so the
   // reaper sees every prior write to the group.
   alignas(64) std::atomic<int64_t> refs_{1};
+  // BatchPolicy::kAdaptive: the time of the group's last batch event (a
+  // stock refill by a charge, or a slot passing its batch), in the
+  // controller clock's nanoseconds, and a one-byte lock serialising the
+  // policy's decisions (a try-lock: a busy policy is skipped). Written
+  // once per batch of pages; relaxed: heuristics, published to no one.
+  std::atomic<int64_t> batch_event_ns_{0};
+  std::atomic<int64_t> batch_interval_ns_{INT64_C(10000000)};  // smoothed
+  std::atomic<bool> batch_policy_busy_{false};
 
   // Events: written only on slow paths (limits, reclaim, OOM). Relaxed:
   // independent counters that publish no other data.

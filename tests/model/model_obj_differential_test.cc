@@ -41,6 +41,7 @@ struct Setting {
   bool stat_cache;
   bool stock;
   uint64_t seed;
+  BatchPolicy batch_policy = BatchPolicy::kFixed;
 };
 
 class ObjDifferentialTest : public ::testing::TestWithParam<Setting> {};
@@ -58,6 +59,7 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
   opts.obj_stock_slots = setting.slots;
   opts.obj_stat_cache = setting.stat_cache;
   opts.obj_stock = setting.stock;
+  opts.batch_policy = setting.batch_policy;
   std::vector<std::string> errors;
   opts.error_hook = [&](const ErrorReport& r) { errors.push_back(r.what); };
   SetFakeCpu(0);
@@ -153,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(
     Settings, ObjDifferentialTest,
     ::testing::Values(Setting{5, true, true, 1}, Setting{1, true, true, 2},
                       Setting{16, true, true, 3}, Setting{5, false, true, 4},
-                      Setting{5, true, false, 5}, Setting{2, true, true, 6}));
+                      Setting{5, true, false, 5}, Setting{2, true, true, 6},
+                      Setting{5, true, true, 7, BatchPolicy::kAdaptive}));
 
 }  // namespace
 }  // namespace umemcg
