@@ -68,7 +68,18 @@ bool ChargeStock::RefillMiss(Group* group, uint64_t n) {
     UnchargeDirect(group, n);
     return false;
   }
-  return RefillLocked(shards_[k], group, n);
+  StockShard& s = shards_[k];
+  // The common case here (the try-lock path's hit): the slot exists and
+  // stays within the batch.
+  for (int i = 0; i < slots_; ++i) {
+    if (s.group(i) != group) continue;
+    const uint64_t pages = s.pages(i) + n;
+    if (pages > BatchOf(group)) break;
+    s.set_pages(i, pages);
+    s.lock.unlock();
+    return false;
+  }
+  return RefillLocked(s, group, n);
 }
 
 void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {

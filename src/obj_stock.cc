@@ -26,7 +26,9 @@ ObjStock::ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
       rseq_(enabled && rseq && cpu_.source() == CpuSource::kRseq &&
             cpu_.identity() && RseqCommitAvailable()),
       nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
-      shards_(cpu_.nr_shards()) {}
+      hit_shards_(rseq_ ? nr_shards_ : 0),
+      shards_(cpu_.nr_shards()),
+      base_(&shards_[0]) {}
 
 ObjStock::~ObjStock() { DrainAll(nullptr); }
 

@@ -336,9 +336,9 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"sendfile: umemcg batch 64 vs per-leaf-quantum (msgs/s)",
        "none (Velox-style pools, peers.h)", NAN, NAN, 1.0, NAN},
       sf64, sfq);
-  add({"sendfile: umemcg batch 64 vs per-thread, slack (pages)",
+  add({"sendfile: umemcg batch 64 vs per-thread, worst-case slack",
        "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
-      sf64, sft, "slack_pages");
+      sf64, sft, "slack_bound_pages");
   const Result* mt7 = Find(rs, "multitenant", "slots7", 64);
   add({"multitenant: 7 stock slots vs 1 (msgs/s)",
        "10801.5 -> 26476.3 Mbps, 36 clients in 36 cgroups [M1]",
@@ -347,9 +347,9 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"multitenant: 7 stock slots vs per-leaf-quantum (msgs/s)",
        "none (Velox-style pools, peers.h)", NAN, NAN, 1.0, NAN},
       mt7, Find(rs, "multitenant", "per-leaf-quantum"));
-  add({"multitenant: 7 stock slots vs per-thread, slack (pages)",
+  add({"multitenant: 7 stock slots vs per-thread, worst-case slack",
        "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
-      mt7, Find(rs, "multitenant", "per-thread"), "slack_pages");
+      mt7, Find(rs, "multitenant", "per-thread"), "slack_bound_pages");
   const Result* kc = Find(rs, "kmem", "cached", 64, -1, 1);
   const Result* ki = Find(rs, "kmem", "immediate", 64, -1, 1);
   const Result* ku = Find(rs, "kmem", "unaccounted", -1, -1, 1);
@@ -367,9 +367,9 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"kmem 64 B: cached vs per-leaf-quantum (time)",
        "none (Velox-style pools, peers.h)", NAN, NAN, NAN, 1.0},
       kc, Find(rs, "kmem", "per-leaf-quantum", -1, -1, 1), "ns_per_op");
-  add({"kmem 64 B: cached vs per-thread, slack (pages)",
+  add({"kmem 64 B: cached vs per-thread, worst-case slack",
        "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
-      kc, Find(rs, "kmem", "per-thread", -1, -1, 1), "slack_pages");
+      kc, Find(rs, "kmem", "per-thread", -1, -1, 1), "slack_bound_pages");
   {
     const Result* pc = Find(rs, "kmem", "percpu");
     const Result* sp = Find(rs, "kmem", "shared-pool");
