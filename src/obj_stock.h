@@ -9,14 +9,16 @@
 // slot are part of whole pages already charged to the objcg's current
 // group; consuming them touches only the shard.
 //
-// The hit paths (TryCommitConsume, TryCommitUncharge) run as a restartable
-// sequence when the CPU source is rseq (port/rseq.h): find the slot, then
-// commit the new word with one plain store if this thread is still on that
-// CPU and nothing changed: no atomic RMW at all. Everything else takes the
-// shard's TryLock; a lock holder that is not running on the shard's CPU
-// first fences out that CPU's sequences (RseqExclude), which only happens
-// after a migration or in DrainAll. Without rseq (fake or getcpu CPU
-// source, TSan builds, other architectures) the hit paths take the lock.
+// The hit paths (TryCommitConsume, TryCommitUncharge, TryCommitUncached)
+// run as a restartable sequence when the CPU source is rseq (port/rseq.h's
+// protocol, written out in Sequence): find the slot, then inside the
+// sequence re-check the CPU, the lock byte and the slot, read the word,
+// compute and store the new one: no atomic RMW at all. Everything else
+// takes the shard's TryLock; a lock holder that is not running on the
+// shard's CPU first fences out that CPU's sequences (RseqExclude), which
+// only happens after a migration or in DrainAll. Without rseq (fake or
+// getcpu CPU source, ControllerOptions::stock_rseq false, TSan builds,
+// other architectures) the hit paths take the lock.
 //
 // Differences from the kernel, on purpose:
 // - Slab deltas are cached per slot, not for one owner per CPU, so one
