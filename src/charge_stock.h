@@ -28,18 +28,19 @@
 //
 // Hit paths. With the rseq CPU source, ConsumeHit and RefillHit are one
 // restartable sequence each (port/rseq.h's protocol, written out here):
-// read the CPU id, check the shard's lock byte, find the group's slot,
-// compute and store the slot's new count, all inside the sequence, so the
-// final store is the commit and nothing read before it needs re-checking:
-// no atomic RMW, no lock, no stack frame. Everything else takes the shard's
+// read the CPU id and find the group's slot (slot 0 inline, the others
+// out of line), then inside the sequence re-check the CPU, the shard's lock
+// byte and the slot's group, read the slot's count, check it (and the
+// group's batch) and store the new count: the commit. No atomic RMW, no
+// lock, no stack frame, no taken branch. Everything else takes the shard's
 // TryLock, fencing the shard's CPU (RseqExclude) when the holder is not
 // running on it. Without rseq the hit paths report a miss and the callers
-// take the locked paths (Consume, Refill).
+// take the locked paths (ConsumeMiss, RefillMiss).
 //
-// Footprint: one 256-byte shard (four cache lines) per CPU: the counts
-// (64 bytes), the lock byte and the eviction cursor, the 16 group
-// pointers. A hit reads two lines (the counts and the slot's pointer,
-// the lock byte sits with the first eight pointers).
+// Footprint: one 256-byte shard (four cache lines) per CPU: the 16 counts
+// (64 bytes), then the lock byte and the eviction cursor, then the 16
+// group pointers (the first seven on the lock's line). A hit on one of
+// the first seven slots reads two lines.
 //
 // Thread safety: all methods are safe from any thread. Consume and Refill
 // use the rseq commit or the shard's TryLock and fall back (fail /
