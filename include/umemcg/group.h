@@ -442,11 +442,12 @@ class UMEMCG_EXPORT alignas(64) Group {
   alignas(64) std::atomic<int64_t> refs_{1};
   // BatchPolicy::kAdaptive: the time of the group's last batch event (a
   // stock refill by a charge, or a slot passing its batch), in the
-  // controller clock's nanoseconds, and a one-byte lock serialising the
-  // policy's decisions (a try-lock: a busy policy is skipped). Written
-  // once per batch of pages; relaxed: heuristics, published to no one.
+  // controller clock's nanoseconds, the smoothed interval between events,
+  // and a one-byte try-lock serialising the policy's decisions (a busy
+  // policy is skipped; acquire/release). Written once per batch of pages,
+  // under that lock; relaxed: heuristics, published to no one else.
   std::atomic<int64_t> batch_event_ns_{0};
-  std::atomic<int64_t> batch_interval_ns_{INT64_C(10000000)};  // smoothed
+  std::atomic<int64_t> batch_interval_ns_{INT64_C(10000000)};
   std::atomic<bool> batch_policy_busy_{false};
 
   // Events: written only on slow paths (limits, reclaim, OOM). Relaxed:
