@@ -12,11 +12,14 @@
 # Debian packages are installed with apt-get only when missing.
 
 DEB_PACKAGES := cmake ninja-build g++ make clang libclang-rt-14-dev libgtest-dev libgmock-dev \
-                libbenchmark-dev nlohmann-json3-dev python3 sqlite3
+                libbenchmark-dev nlohmann-json3-dev python3 sqlite3 xz-utils
 # Operator interfaces: FUSE mount, metrics server (+ curl for its tests), CLI.
 DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev curl
 # umemcg-bench: command line parsing (CLI11, above) and SVG plots.
 DEB_PACKAGES += gnuplot-nox
+# The cluster quota (libumemcg-cluster): the Redis client library, and the
+# server its tests and `umemcg-bench cluster` start on loopback.
+DEB_PACKAGES += libhiredis-dev redis-server
 TEST_PRESETS := release asan tsan fuzz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

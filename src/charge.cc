@@ -13,6 +13,7 @@
 
 #include "charge_stock.h"
 #include "controller_impl.h"
+#include "external_limit.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -53,14 +54,32 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   bool raised_max = false;
   bool first = true;
   Group* over = nullptr;
+  // Why an external limit last refused (in/out for Check), and why `over`
+  // refused (kGranted: its counter did). A charge asks a remote limit at
+  // most three times: for the batch, for n pages, and once more after
+  // reclaim (ExternalLimits::Check; `raised_max` tells it reclaim ran).
+  ExternalVerdict external = ExternalVerdict::kGranted;
+  ExternalVerdict over_verdict = ExternalVerdict::kGranted;  // for `over`
+  int blocking_asks = 3;
 
   for (;;) {  // kernel label: retry
     if (!first && stock.Consume(g, n)) return {};
     first = false;
 
     PageCounter* fail = nullptr;
-    if (g->memory_.TryCharge(Pages(batch), &fail)) break;  // done_restock
-    over = GroupOfCounter(g, fail);
+    if (g->memory_.TryCharge(Pages(batch), &fail)) {
+      // A group with an external limit (a cluster lease) on the way up must
+      // admit the batch too; its refusal is handled as its max's would be.
+      if (!ExternalLimits::Active()) break;  // done_restock
+      over = ExternalLimits::Check(g, may_reclaim && tls_charge.in_reclaim == 0,
+                                   raised_max, &blocking_asks, &external);
+      if (over == nullptr) break;  // done_restock
+      g->memory_.Uncharge(Pages(batch));
+      over_verdict = external;
+    } else {
+      over = GroupOfCounter(g, fail);
+      over_verdict = ExternalVerdict::kGranted;
+    }
 
     // Retry without the surplus: a batch may not fit where n does.
     if (batch > n) {
@@ -91,7 +110,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
     raised_max = true;
     {
       const uint64_t reclaimed = ReclaimSubtree(over, n);
-      if (over->memory_.margin().raw() >= n) continue;
+      if (ExternalLimits::Margin(over) >= n) continue;
       // Pages cached in other CPUs' stocks count against the limit: give
       // back those of the refusing level's subtree (once per level) before
       // trying harder.
@@ -109,6 +128,8 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
     }
     if (retries-- > 0) continue;
     if (HasFlag(flags, ChargeFlags::kRetryMayFail)) goto nomem;
+    // An unreachable limit owner is not an out-of-memory condition.
+    if (over_verdict == ExternalVerdict::kUnavailable) goto nomem;
     if (progress_rounds <= kMaxProgressRounds && Oom(over, n)) {
       ++progress_rounds;
       retries = kMaxReclaimRetries;
@@ -138,13 +159,16 @@ nomem:
   if (!HasFlag(flags, ChargeFlags::kNoFail) &&
       !HasFlag(flags, ChargeFlags::kHigh)) {
     ChargeResult result;
-    result.code = StatusCode::kResourceExhausted;
+    result.code = over_verdict == ExternalVerdict::kUnavailable
+                      ? StatusCode::kAgain
+                      : StatusCode::kResourceExhausted;
     result.limited_by = over;
     return result;
   }
 force:
   if (!raised_max) RaiseEvent(over, MemoryEvent::kMax);
   g->memory_.Charge(Pages(n));
+  if (ExternalLimits::Active()) ExternalLimits::NotifyForced(g);
   {
     ChargeResult result;
     result.forced = true;

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "controller_impl.h"
+#include "external_limit.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -31,8 +32,9 @@ bool ControllerImpl::OutOfMemory(Group* over, uint64_t n) {
   Controller& ctrl = *over->controller_;
   // One OOM at a time per controller (kernel: oom_lock).
   std::lock_guard<std::mutex> lock(ctrl.oom_mu_);
-  // Someone freed memory while we waited: no handler needed.
-  if (over->memory_.margin().raw() >= n) return true;
+  // Someone freed memory while we waited: no handler needed (the margin
+  // includes an external limit's, e.g. a cluster lease).
+  if (ExternalLimits::Margin(over) >= n) return true;
 
   std::shared_ptr<const OomHandler> handler;
   for (Group* g = over; g != nullptr && !handler; g = g->parent_) {

@@ -30,6 +30,8 @@ const char* StatusCodeName(StatusCode code) {
       return "PERMISSION_DENIED";
     case StatusCode::kOutOfRange:
       return "OUT_OF_RANGE";
+    case StatusCode::kAddressInUse:
+      return "ADDRESS_IN_USE";
   }
   return "UNKNOWN";
 }
@@ -56,6 +58,8 @@ int ErrnoOf(StatusCode code) {
       return EACCES;
     case StatusCode::kOutOfRange:
       return ERANGE;
+    case StatusCode::kAddressInUse:
+      return EADDRINUSE;
   }
   return EINVAL;
 }

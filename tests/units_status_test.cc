@@ -39,6 +39,8 @@ TEST(StatusTest, ErrorCarriesCodeMessageAndErrno) {
   EXPECT_EQ(ErrnoOf(StatusCode::kInvalidArgument), EINVAL);
   EXPECT_EQ(ErrnoOf(StatusCode::kResourceExhausted), ENOMEM);
   EXPECT_EQ(ErrnoOf(StatusCode::kAgain), EAGAIN);
+  EXPECT_EQ(ErrnoOf(StatusCode::kAddressInUse), EADDRINUSE);
+  EXPECT_STREQ(StatusCodeName(StatusCode::kAddressInUse), "ADDRESS_IN_USE");
 }
 
 TEST(StatusTest, StatusOrHoldsValueOrError) {

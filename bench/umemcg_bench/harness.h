@@ -66,6 +66,7 @@ struct Params {
   uint64_t object_size = 0;          // kmem: 0 = 64 (1 thread) / 4096 (N)
   bool pin = true;                   // pin threads to distinct allowed CPUs
   bool progress = false;             // progress lines on stderr
+  int processes = 0;                 // cluster: node processes (0 = 2)
 };
 
 // One measured configuration (medians over the repeats).

@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
   app.add_option("--softirq-threads", cli.p.softirq_threads,
                  "multitenant charging threads")
       ->check(CLI::Range(1, 1024));
+  app.add_option("--processes", cli.p.processes,
+                 "cluster: node processes (each runs --threads threads)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--mode", cli.p.mode, "pagefault tasks: process, thread, both")
       ->check(CLI::IsMember({"process", "thread", "both"}));
   app.add_option("--object-size", cli.p.object_size, "kmem object bytes")

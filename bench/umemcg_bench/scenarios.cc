@@ -9,7 +9,11 @@ namespace umemcg::bench {
 const std::vector<std::string>& ScenarioNames() {
   static const std::vector<std::string> names = {
       "sendfile",   "multitenant", "pagefault1", "pagefault2",
-      "pagefault3", "fallocate",   "kmem",       "statread"};
+      "pagefault3", "fallocate",   "kmem",       "statread",
+#ifdef UMEMCG_BENCH_HAVE_CLUSTER
+      "cluster",
+#endif
+  };
   return names;
 }
 
@@ -31,6 +35,7 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
             "shared-pool", "per-thread", "per-leaf-quantum"};
   }
   if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
+  if (scenario == "cluster") return {"lease", "per-charge", "local"};
   return {};
 }
 
@@ -51,6 +56,9 @@ StatusOr<std::vector<Result>> RunScenario(const std::string& name,
   }
   if (name == "kmem") return RunKmem(p);
   if (name == "statread") return RunStatread(p);
+#ifdef UMEMCG_BENCH_HAVE_CLUSTER
+  if (name == "cluster") return RunCluster(p);
+#endif
   return Status(StatusCode::kInvalidArgument, "unknown scenario " + name);
 }
 

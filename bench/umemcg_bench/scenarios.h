@@ -20,6 +20,9 @@
 //                threads: percpu vs shared-pool.
 //   statread     D: memory.stat read latency under writers:
 //                global+whole-tree vs pergroup+subtree.
+//   cluster      issue 17: one cluster max over --processes P x --threads
+//                T (3 pages per op) on a local redis-server: lease,
+//                per-charge, local (built with libumemcg-cluster only).
 //
 // Thread safety: a scenario starts and joins its own threads; call one at
 // a time.
@@ -41,6 +44,9 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
                                            const Params& p);
 StatusOr<std::vector<Result>> RunKmem(const Params& p);
 StatusOr<std::vector<Result>> RunStatread(const Params& p);
+#ifdef UMEMCG_BENCH_HAVE_CLUSTER
+StatusOr<std::vector<Result>> RunCluster(const Params& p);
+#endif
 
 // Runs scenario `name` (any of the above; not "all").
 StatusOr<std::vector<Result>> RunScenario(const std::string& name,

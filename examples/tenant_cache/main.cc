@@ -8,11 +8,17 @@
 //                [--tenant-high=SIZE] [--premium=NAME] [--premium-low=SIZE]
 //                [--max-tenants=N] [--max-value=BYTES]
 //                [--mount=DIR] [--metrics=HOST:PORT]
+//                [--redis=URL --cluster-group=NAME [--cluster-max=SIZE]
+//                 [--cluster-bind=TENANT]]
 //
 // SIZE uses cgroup syntax (64M, 1G, max). --mount shows the groups as
 // files at DIR (umemcg/fuse.h; `umemcg top DIR` watches them), --metrics
 // serves Prometheus text at http://HOST:PORT/metrics (umemcg/metrics.h;
-// port 0 picks one). Runs until SIGINT or SIGTERM.
+// port 0 picks one). --cluster-group binds the parent "tenants" (or, with
+// --cluster-bind, one tenant) to a cluster group in Redis (umemcg/
+// cluster.h; --redis defaults to $UMEMCG_REDIS): every process bound to it
+// shares its max (--cluster-max sets it, creating the group). Runs until
+// SIGINT or SIGTERM.
 
 #include <signal.h>
 
@@ -29,6 +35,10 @@
 #ifdef TENANT_CACHE_HAVE_FUSE
 #include "umemcg/fuse.h"
 #endif
+#ifdef TENANT_CACHE_HAVE_CLUSTER
+#include "umemcg/cluster.h"
+#include "umemcg/files.h"
+#endif
 
 namespace {
 
@@ -37,7 +47,9 @@ int Usage() {
                "usage: tenant_cache [--port=N] [--total-max=SIZE] "
                "[--tenant-max=SIZE] [--tenant-high=SIZE] [--premium=NAME] "
                "[--premium-low=SIZE] [--max-tenants=N] [--max-value=BYTES] "
-               "[--mount=DIR] [--metrics=HOST:PORT]\n");
+               "[--mount=DIR] [--metrics=HOST:PORT] [--redis=URL "
+               "--cluster-group=NAME [--cluster-max=SIZE] "
+               "[--cluster-bind=TENANT]]\n");
   return 2;
 }
 
@@ -47,6 +59,7 @@ int main(int argc, char** argv) {
   tenant_cache::CacheOptions options;
   long port = 11311;
   std::string premium, premium_low = "0", mount_dir, metrics_address;
+  std::string redis_url, cluster_group, cluster_bind, cluster_max;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const size_t eq = arg.find('=');
@@ -74,6 +87,14 @@ int main(int argc, char** argv) {
       mount_dir = value;
     } else if (name == "metrics") {
       metrics_address = value;
+    } else if (name == "redis") {
+      redis_url = value;
+    } else if (name == "cluster-group") {
+      cluster_group = value;
+    } else if (name == "cluster-max") {
+      cluster_max = value;
+    } else if (name == "cluster-bind") {
+      cluster_bind = value;
     } else if (name == "max-value") {
       options.max_value_bytes = std::strtoull(value.c_str(), nullptr, 10);
     } else {
@@ -136,6 +157,61 @@ int main(int argc, char** argv) {
 #else
   if (!mount_dir.empty()) {
     std::fprintf(stderr, "tenant_cache: --mount: built without libfuse3\n");
+    return 1;
+  }
+#endif
+#ifdef TENANT_CACHE_HAVE_CLUSTER
+  // Declared after the mount and before the server: unbound (the lease
+  // returned) after the server stops, before the controller goes.
+  std::unique_ptr<umemcg::Cluster> cluster;
+  std::unique_ptr<umemcg::ClusterBinding> binding;
+  if (!cluster_group.empty()) {
+    umemcg::Group* group = &cache.value()->parent();
+    if (!cluster_bind.empty() && cluster_bind != "-") {
+      umemcg::Status s = cache.value()->CreateTenant(cluster_bind);
+      group = s.ok() ? cache.value()->TenantGroup(cluster_bind) : nullptr;
+      if (group == nullptr) {
+        std::fprintf(stderr, "tenant_cache: --cluster-bind: %s\n",
+                     s.ToString().c_str());
+        return 1;
+      }
+    }
+    auto connected = umemcg::Cluster::Connect({.redis_url = redis_url});
+    if (!connected.ok()) {
+      std::fprintf(stderr, "tenant_cache: --redis: %s\n",
+                   connected.status().ToString().c_str());
+      return 1;
+    }
+    cluster = std::move(connected).value();
+    if (!cluster_max.empty()) {
+      umemcg::StatusOr<umemcg::Pages> max =
+          umemcg::ParseMemoryLimit(cluster_max);
+      umemcg::Status s = max.ok() ? cluster->SetMax(cluster_group, max.value())
+                                  : max.status();
+      if (!s.ok()) {
+        std::fprintf(stderr, "tenant_cache: --cluster-max: %s\n",
+                     s.ToString().c_str());
+        return 1;
+      }
+    }
+    auto bound = cluster->Bind(*group, cluster_group);
+    if (!bound.ok()) {
+      std::fprintf(stderr, "tenant_cache: --cluster-group: %s\n",
+                   bound.status().ToString().c_str());
+      return 1;
+    }
+    binding = std::move(bound).value();
+    std::printf(
+        "tenant_cache: %s bound to cluster group %s at redis %s as "
+        "node %s\n",
+        group->path().c_str(), cluster_group.c_str(),
+        cluster->redis_address().c_str(), cluster->node_name().c_str());
+  }
+#else
+  if (!cluster_group.empty()) {
+    std::fprintf(stderr,
+                 "tenant_cache: --cluster-group: built without "
+                 "hiredis (libumemcg-cluster)\n");
     return 1;
   }
 #endif

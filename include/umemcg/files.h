@@ -25,6 +25,8 @@
 //                              memory.stat read ("pending_updates N\n
 //                              threshold N\nexceeded 0|1\nbound_bytes N|max
 //                              \nsince_flush_us N\n")
+//   memory.cluster.*     a group bound to a cluster group (umemcg/cluster.h)
+//                        also has the files its binding adds
 // Errors (Status code -> errno): bad syntax kInvalidArgument (EINVAL), a
 // write to a read-only file or a read of a write-only one
 // kPermissionDenied (EACCES), unknown file or one absent on the root

@@ -64,6 +64,8 @@ class ObjCgroupRef;
 namespace internal {
 class ChargeStock;
 class ControllerImpl;
+class ExternalLimit;
+class ExternalLimits;
 class ObjStock;
 class GroupStats;
 class ReclaimWalk;
@@ -106,7 +108,10 @@ inline constexpr ChargeFlags kChargeAtomic = ChargeFlags::kHigh;
 // The outcome of a charge. Not an error type: running out of room is an
 // expected outcome (ok() false, code kResourceExhausted).
 struct [[nodiscard]] ChargeResult {
-  // kOk; kResourceExhausted (did not fit under limited_by's max);
+  // kOk; kResourceExhausted (did not fit under limited_by's max, or its
+  // external limit: a cluster lease the cluster refused to grow);
+  // kAgain (limited_by's external limit could not be grown because its
+  // owner is unreachable, e.g. the cluster's Redis: retry later);
   // kFailedPrecondition (the group is offline); kInvalidArgument (more
   // than kPageCounterMax pages).
   StatusCode code = StatusCode::kOk;
@@ -398,6 +403,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class ObjCgroup;
   friend class internal::ChargeStock;
   friend class internal::ControllerImpl;
+  friend class internal::ExternalLimits;
   friend class internal::ObjStock;
   friend class internal::ReclaimWalk;
   friend struct PeakRegistry;
@@ -474,6 +480,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   // reparenting, the parent is uncharged for those pages. Relaxed: read
   // only by Reap, after the last reference went.
   std::atomic<int64_t> objcg_pages_{0};
+
+  // A limit kept outside the controller (a cluster lease), or null; read
+  // on the charge slow path only (src/external_limit.h).
+  std::atomic<internal::ExternalLimit*> external_limit_{nullptr};
 
   // Guarded by the controller's tree lock.
   std::vector<Group*> children_;  // online children, creation order

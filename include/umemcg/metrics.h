@@ -19,6 +19,10 @@
 //   umemcg_memory_stat{item="anon"}                       memory.stat values
 //                                                         (bytes or counts,
 //                                                         as the file has)
+//   umemcg_cluster_info{cluster_group="t"} 1              a group bound to a
+//   umemcg_cluster_{max,current}_bytes                    cluster group
+//   umemcg_cluster_stat{item="lease_bytes"}               (umemcg/cluster.h):
+//   umemcg_cluster_events_total{event="max"}              memory.cluster.*
 //   umemcg_controller_info{batch,cpus,cpu_source,...} 1   controller only
 //   umemcg_controller_batch_pages, umemcg_controller_cpus
 // A file a group lacks (the root has no memory.current, a kernel group may
@@ -99,6 +103,12 @@ struct GroupSample {
   std::vector<std::pair<std::string, uint64_t>> events;
   std::vector<std::pair<std::string, uint64_t>> events_local;
   std::vector<std::pair<std::string, uint64_t>> stat;
+  // A group bound to a cluster group (umemcg/cluster.h): its
+  // memory.cluster.* files.
+  std::optional<std::string> cluster_group;
+  std::optional<uint64_t> cluster_max, cluster_current;  // bytes
+  std::vector<std::pair<std::string, uint64_t>> cluster_stat;
+  std::vector<std::pair<std::string, uint64_t>> cluster_events;
 };
 
 struct MetricsSnapshot {

@@ -1,54 +1,67 @@
 /* Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
  *
- * libumemcg-preload.so: account (and optionally limit) every heap block of
- * an unmodified program by LD_PRELOAD. It interposes malloc, calloc,
- * realloc, reallocarray, free, aligned_alloc, posix_memalign, memalign,
- * valloc, pvalloc, malloc_usable_size and every operator new / delete
+ * libumemcg-preload.so: account (and optionally limit) the memory of an
+ * unmodified program by LD_PRELOAD. It interposes malloc, calloc, realloc,
+ * reallocarray, free, aligned_alloc, posix_memalign, memalign, valloc,
+ * pvalloc, malloc_usable_size, mallopt and every operator new / delete
  * (plain, array, sized, aligned, nothrow) on top of glibc's allocator
- * (__libc_malloc and friends: no dlsym on the allocation path).
+ * (__libc_malloc and friends: no dlsym on the allocation path), and mmap,
+ * mmap64, munmap, mremap, mprotect, pkey_mprotect, brk and sbrk for private
+ * anonymous mappings. docs/preload.md has the design and the numbers.
  *
  *   UMEMCG_MAX=512M UMEMCG_ENFORCE=1 UMEMCG_REPORT=stderr \
  *     LD_PRELOAD=build/release/lib/libumemcg-preload.so  sort big.txt
  *
  * Groups. The library makes its own Controller with one group, "process",
- * under the root; each thread's blocks are charged to the group it was
- * assigned with umemcg_preload_set_group() (a path below "process"), by
- * default to "process" itself. UMEMCG_MAX is memory.max of "process", so it
- * bounds the whole program. Blocks allocated before the library finished
- * initialising, and the library's own allocations, are charged to nothing
- * ("unaccounted" below).
+ * under the root; each thread's blocks and mappings are charged to the
+ * group it was assigned with umemcg_preload_set_group() (a path below
+ * "process"), by default to "process" itself. UMEMCG_MAX is memory.max of
+ * "process", so it bounds the whole program. Blocks allocated before the
+ * library finished initialising, and the library's own allocations, are
+ * charged to nothing ("unaccounted" below).
  *
- * Blocks. Every block gets a 32-byte header in front of it recording the
- * owner objcg, the bytes charged (requested size + header, or + alignment
- * padding) and a check word mixing a per-process secret (AT_RANDOM) with
- * the block's address and owner. free() on any thread uncharges the
- * recorded owner; after the owner's group was removed, its parent (kernel
- * objcg reparenting). A pointer whose check word does not match (from
- * before the preload, from __libc_malloc, from another allocator) is passed
- * to glibc unchanged; only the 16 bytes before it are read, which glibc's
- * own free() reads too. A freed block's check word is cleared first, so a
- * double free is not uncharged twice: glibc then rejects the pointer (and
- * aborts, as it does for any invalid free). Documented limit: a foreign
- * pointer whose 16 preceding bytes equal a valid check word by chance is
- * taken as ours (probability 2^-64 per free for data the program does not
- * derive from the secret).
+ * Blocks. Every block gets a 16-byte header in front of it recording the
+ * owner objcg and a check word mixing a per-process secret (AT_RANDOM) with
+ * the block's address and owner; the bytes charged are glibc's chunk (the
+ * heap bytes the block takes, header included). free() on any thread
+ * uncharges the recorded owner; after the owner's group was removed, its
+ * parent (kernel objcg reparenting). A pointer whose check word does not
+ * match (from before the preload, from __libc_malloc, from another
+ * allocator) is passed to glibc unchanged; only the 16 bytes before an
+ * aligned pointer are read, which glibc's own free() reads too. Sizes,
+ * alignment rules (per glibc version), errno and the diagnostics of invalid
+ * and double frees are glibc's; malloc_usable_size() is never smaller than
+ * glibc's. Documented limit: a foreign pointer whose 16 preceding bytes
+ * equal a valid check word by chance is taken as ours (probability 2^-64
+ * per free for data the program does not derive from the secret).
+ *
+ * Mappings. Private anonymous memory is charged as vm.overcommit_memory=2
+ * commits it, in pages ("anon" in memory.stat): a writable mapping when it
+ * is made, a PROT_NONE or read-only one when mprotect makes it writable;
+ * unmapping (munmap, MAP_FIXED over it, mremap shrinking or moving it)
+ * uncharges exactly. File-backed and shared mappings are not charged.
  *
  * Environment (read once, at load):
  *   UMEMCG_MAX=<size|max>     memory.max of "process" (kernel syntax: 512M)
  *   UMEMCG_HIGH=<size|max>    memory.high of "process" (events only; the
  *                             preload never sleeps inside malloc)
  *   UMEMCG_ENFORCE=1          over memory.max, malloc & co return NULL with
- *                             errno ENOMEM and operator new throws
- *                             std::bad_alloc (nothrow new returns NULL);
+ *                             errno ENOMEM, operator new throws
+ *                             std::bad_alloc (nothrow new returns NULL),
+ *                             mmap/mremap/mprotect/sbrk fail with ENOMEM;
  *                             without it charges are forced past max and
  *                             only counted (memory.events "max").
  *   UMEMCG_REPORT=stderr|<path>  at exit, one line of accounting figures
- *                             (umemcg_preload_report) to stderr or <path>.
+ *                             (umemcg_preload_report) to stderr (even if
+ *                             the program closed it at exit) or <path>.
+ *   UMEMCG_GROUP=<name>       the group's name instead of "process".
  *   UMEMCG_MOUNT=<dir>        mount the group tree as files (FUSE), and
- *   UMEMCG_METRICS=<ip:port>  serve Prometheus metrics: both need the
- *                             operations module (umemcg::MountFs,
- *                             umemcg::ServeMetrics); a build without it
- *                             prints a warning and goes on.
+ *   UMEMCG_METRICS=<ip:port>  serve Prometheus metrics: both load the
+ *                             operations module libumemcg-preload-ops.so
+ *                             (next to this library, or UMEMCG_PRELOAD_OPS)
+ *                             and are taken out of the environment, so
+ *                             children do not act on them; a setting that
+ *                             cannot take effect is reported with its cause.
  *
  * Programs find the functions below with dlsym(RTLD_DEFAULT, name), so they
  * run unchanged without the preload. Conventions as in umemcg/c.h: 0 or a
@@ -85,7 +98,7 @@ int umemcg_preload_remove_group(const char* path);
 typedef int (*umemcg_preload_remove_group_fn)(const char* path);
 
 /* Figures as the interposer counts them. Exact when no thread allocates or
- * frees concurrently. */
+ * frees concurrently. Bytes of blocks are glibc chunk bytes. */
 typedef struct umemcg_preload_stats {
   int64_t live_bytes;        /* bytes charged for live blocks */
   int64_t live_blocks;       /* live blocks charged to a group */
@@ -93,6 +106,9 @@ typedef struct umemcg_preload_stats {
   uint64_t charge_failures;  /* allocations refused (UMEMCG_ENFORCE) */
   uint64_t foreign_frees;    /* free/realloc of pointers not ours */
   int enforce;               /* UMEMCG_ENFORCE in effect */
+  int64_t mapped_bytes;      /* anonymous mappings charged now */
+  int64_t reserved_bytes;    /* tracked mappings not charged (PROT_NONE) */
+  int64_t mapped_ranges;     /* entries of the mapping table */
 } umemcg_preload_stats_t;
 int umemcg_preload_get_stats(umemcg_preload_stats_t* out);
 typedef int (*umemcg_preload_get_stats_fn)(umemcg_preload_stats_t* out);
@@ -119,12 +135,14 @@ int umemcg_preload_sync(void);
 typedef int (*umemcg_preload_sync_fn)(void);
 
 /* Drains the stocks and writes one line to `fd`:
- *   umemcg-preload: live_bytes=N accounted_bytes=N live_blocks=N
- *   unaccounted_bytes=N usage_pages=N max_events=N charge_failures=N
+ *   umemcg-preload: pid=N live_bytes=N accounted_bytes=N live_blocks=N
+ *   unaccounted_bytes=N mapped_bytes=N anon_bytes=N reserved_bytes=N
+ *   usage_pages=N peak_pages=N max_events=N charge_failures=N
  *   foreign_frees=N
  * accounted_bytes is the object-accounted byte statistic of "process"
  * (memory.stat slab_unreclaimable, hierarchical): it equals live_bytes at
- * quiescence. */
+ * quiescence; anon_bytes (memory.stat anon) equals mapped_bytes likewise.
+ * peak_pages is memory.peak of "process". */
 int umemcg_preload_report(int fd);
 
 #ifdef __cplusplus

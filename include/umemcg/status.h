@@ -8,7 +8,8 @@
 // returns them (ErrnoOf): kInvalidArgument -> EINVAL, kBusy -> EBUSY,
 // kNotFound -> ENOENT, kAlreadyExists -> EEXIST, kFailedPrecondition ->
 // ENODEV, kResourceExhausted -> ENOMEM, kAgain -> EAGAIN, kPermissionDenied
-// -> EACCES, kOutOfRange -> ERANGE.
+// -> EACCES, kOutOfRange -> ERANGE; the operator interfaces add
+// kAddressInUse -> EADDRINUSE (a metrics port another socket holds).
 //
 // An OK Status holds no allocation. An error Status holds a heap-allocated
 // message, so Status is never built on a charge or uncharge path (those
@@ -42,6 +43,7 @@ enum class StatusCode : uint8_t {
   kAgain = 7,
   kPermissionDenied = 8,
   kOutOfRange = 9,
+  kAddressInUse = 10,
 };
 
 // "OK", "INVALID_ARGUMENT", ...; never null.

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <deque>
 #include <mutex>
 #include <string>
 
+#include "external_limit.h"
 #include "files/parse.h"
 #include "umemcg/controller.h"
 
@@ -137,6 +139,9 @@ struct MemoryFile::Spec {
   bool on_root;
   bool readable;
   bool writable;
+  // Added by the group's external limit (src/external_limit.h), which
+  // reads and writes it.
+  bool external = false;
 };
 
 namespace {
@@ -199,6 +204,27 @@ std::string_view MemoryFile::name() const { return spec_->name; }
 bool MemoryFile::readable() const { return spec_->readable; }
 bool MemoryFile::writable() const { return spec_->writable; }
 
+namespace {
+
+// One Spec per external file name ever opened (a few: the limits' file
+// tables are static), so handles can keep a Spec pointer.
+const MemoryFile::Spec* ExternalSpec(
+    const internal::ExternalLimit::FileSpec& file) {
+  static std::mutex mu;
+  static std::deque<MemoryFile::Spec> specs;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const MemoryFile::Spec& s : specs) {
+    if (s.name == file.name && s.readable == file.readable &&
+        s.writable == file.writable) {
+      return &s;
+    }
+  }
+  return &specs.emplace_back(
+      MemoryFile::Spec{file.name, false, file.readable, file.writable, true});
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<MemoryFile>> MemoryFile::Open(Group& group,
                                                        std::string_view name) {
   if (!group.online()) {
@@ -208,6 +234,11 @@ StatusOr<std::unique_ptr<MemoryFile>> MemoryFile::Open(Group& group,
     if (name != spec.name) continue;
     if (group.is_root() && !spec.on_root) break;
     return std::unique_ptr<MemoryFile>(new MemoryFile(GroupRef(&group), &spec));
+  }
+  if (const internal::ExternalLimit::FileSpec* file =
+          internal::ExternalLimits::FindFile(group, name)) {
+    return std::unique_ptr<MemoryFile>(
+        new MemoryFile(GroupRef(&group), ExternalSpec(*file)));
   }
   return Status(StatusCode::kNotFound, "no such file: " + std::string(name));
 }
@@ -221,6 +252,7 @@ StatusOr<std::string> MemoryFile::Read() {
     return Status(StatusCode::kPermissionDenied, "file is write-only");
   }
   const std::string_view n = spec_->name;
+  if (spec_->external) return internal::ExternalLimits::ReadFile(g, n);
   const PageCounter& m = g.memory();
   if (n == "memory.current") return BytesLine(m.usage());
   if (n == "memory.min") return FormatMemoryLimit(m.min());
@@ -253,6 +285,10 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
     return Invalid("write must be UTF-8 text without NUL, at most 4096 bytes");
   }
   const std::string_view n = spec_->name;
+  if (spec_->external) {
+    return internal::ExternalLimits::WriteFile(g, n, text,
+                                               mode == WriteMode::kBlocking);
+  }
   if (n == "memory.max") return WriteLimit(g, text, mode, &Group::SetMax);
   if (n == "memory.high") return WriteLimit(g, text, mode, &Group::SetHigh);
   if (n == "memory.min" || n == "memory.low") {
@@ -299,6 +335,7 @@ std::vector<std::string> Group::ListFiles() const {
   for (const MemoryFile::Spec& spec : kFiles) {
     if (!is_root() || spec.on_root) names.emplace_back(spec.name);
   }
+  internal::ExternalLimits::AppendFileNames(*this, &names);
   return names;
 }
 

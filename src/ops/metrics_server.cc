@@ -83,6 +83,12 @@ StatusOr<HostPort> ParseAddress(std::string_view address) {
   return hp;
 }
 
+// "127.0.0.1:9100", "[::1]:9100".
+std::string FormatHostPort(const HostPort& hp) {
+  const bool v6 = hp.host.find(':') != std::string::npos;
+  return (v6 ? "[" + hp.host + "]" : hp.host) + ":" + std::to_string(hp.port);
+}
+
 #ifdef UMEMCG_HAVE_HTTPLIB
 
 using Clock = std::chrono::steady_clock;
@@ -245,12 +251,20 @@ class Server final : public internal::Attachment {
 
   Status Start(const HostPort& hp) {
     host_ = hp.host;
+    errno = 0;
     port_ = hp.port == 0
                 ? http_.bind_to_any_port(hp.host)
                 : (http_.bind_to_port(hp.host, hp.port) ? hp.port : -1);
     if (port_ < 0 || http_.listen_fd() < 0) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "cannot bind " + hp.host + ":" + std::to_string(hp.port));
+      // httplib closes the socket it could not bind (close() leaves errno
+      // alone when it succeeds): errno is bind()'s or listen()'s.
+      const int err = errno;
+      const std::string where = "cannot bind " + FormatHostPort(hp);
+      if (err == 0) return Status(StatusCode::kFailedPrecondition, where);
+      const StatusCode code = err == EADDRINUSE ? StatusCode::kAddressInUse
+                              : err == EACCES   ? StatusCode::kPermissionDenied
+                                              : StatusCode::kFailedPrecondition;
+      return Status(code, where + ": " + std::strerror(err));
     }
     stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd_ < 0) {

@@ -71,6 +71,15 @@ GroupSample ReadSample(TreeReader& r, std::string path, int depth,
   s.events = ReadKeyed(r, s.path, "memory.events");
   s.events_local = ReadKeyed(r, s.path, "memory.events.local");
   if (options.stat) s.stat = ReadKeyed(r, s.path, "memory.stat");
+  // A group bound to a cluster group (umemcg/cluster.h).
+  StatusOr<std::string> cluster = r.Read(s.path, "memory.cluster.group");
+  if (cluster.ok()) {
+    s.cluster_group = std::string(TrimSpace(cluster.value()));
+    s.cluster_max = ReadBytes(r, s.path, "memory.cluster.max");
+    s.cluster_current = ReadBytes(r, s.path, "memory.cluster.current");
+    s.cluster_stat = ReadKeyed(r, s.path, "memory.cluster.stat");
+    s.cluster_events = ReadKeyed(r, s.path, "memory.cluster.events");
+  }
   return s;
 }
 
@@ -146,6 +155,14 @@ constexpr BytesFamily kBytesFamilies[] = {
      &GroupSample::max},
     {"umemcg_memory_peak_bytes", "Highest memory.current seen (memory.peak).",
      &GroupSample::peak},
+    {"umemcg_cluster_max_bytes",
+     "Max of the cluster group the group is bound to (memory.cluster.max); "
+     "+Inf when unlimited.",
+     &GroupSample::cluster_max},
+    {"umemcg_cluster_current_bytes",
+     "Leases of all nodes on the bound cluster group and below, as of the "
+     "last reply from Redis (memory.cluster.current).",
+     &GroupSample::cluster_current},
 };
 
 struct KeyedFamily {
@@ -167,6 +184,14 @@ constexpr KeyedFamily kKeyedFamilies[] = {
      "memory.stat items of the group's subtree (bytes, or counts for event "
      "items).",
      "item", &GroupSample::stat},
+    {"umemcg_cluster_stat", "gauge",
+     "This node's lease on the bound cluster group (memory.cluster.stat: "
+     "bytes, flags and counters).",
+     "item", &GroupSample::cluster_stat},
+    {"umemcg_cluster_events_total", "counter",
+     "Refusals over the max of the bound cluster group or below, from all "
+     "nodes (memory.cluster.events).",
+     "event", &GroupSample::cluster_events},
 };
 
 const char* FlushModeName(StatsFlushMode mode) {
@@ -289,6 +314,20 @@ std::string FormatPrometheus(const MetricsSnapshot& snapshot) {
         AppendValue(out, value);
       }
     }
+  }
+  bool any_cluster = false;
+  for (const GroupSample& g : snapshot.groups) {
+    if (!g.cluster_group) continue;
+    if (!any_cluster) {
+      AppendHeader(out, "umemcg_cluster_info", "gauge",
+                   "The cluster group a group is bound to (value 1).");
+    }
+    any_cluster = true;
+    out += "umemcg_cluster_info{";
+    AppendGroupLabel(out, g);
+    out += ",cluster_group=\"";
+    AppendEscaped(out, *g.cluster_group);
+    out += "\"} 1\n";
   }
   if (snapshot.controller) AppendControllerInfo(out, *snapshot.controller);
   return out;

@@ -2,12 +2,11 @@
 
 #include "port/cpu.h"
 
+#include <fcntl.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 namespace umemcg {
@@ -15,11 +14,17 @@ namespace internal {
 
 constinit thread_local int tls_fake_cpu = 0;
 
+// No iostreams here: this runs in every process libumemcg-preload.so is
+// loaded into, where building the C++ locale costs more than the rest of
+// the controller's start-up.
 std::vector<int> ParseCpuList(const std::string& text) {
   std::vector<int> cpus;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string part = text.substr(start, end - start);
+    start = end + 1;
     while (!part.empty() && (part.back() == '\n' || part.back() == ' ')) {
       part.pop_back();
     }
@@ -40,11 +45,19 @@ std::vector<int> ParseCpuList(const std::string& text) {
 }
 
 std::vector<int> PossibleCpus() {
-  std::ifstream f("/sys/devices/system/cpu/possible");
-  std::string line;
-  if (f && std::getline(f, line)) {
-    std::vector<int> cpus = ParseCpuList(line);
-    if (!cpus.empty()) return cpus;
+  const int fd =
+      ::open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    if (n > 0) {
+      std::string line(buf, static_cast<size_t>(n));
+      const size_t eol = line.find('\n');
+      if (eol != std::string::npos) line.resize(eol);
+      std::vector<int> cpus = ParseCpuList(line);
+      if (!cpus.empty()) return cpus;
+    }
   }
   const int n = get_nprocs_conf();
   std::vector<int> cpus;

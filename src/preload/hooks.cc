@@ -4,25 +4,36 @@
 // family and every operator new/delete, on top of glibc's __libc_* entry
 // points. Kernel counterpart: the slab hooks (memcg_slab_post_alloc_hook /
 // memcg_slab_free_hook) with the owner stored in the object's header
-// instead of the slab's obj_exts vector.
+// instead of the slab's obj_exts vector. docs/preload.md has the design.
 //
-// Header (32 bytes, right before the pointer returned; see preload.h):
-//   total   bytes charged: the request plus the header/alignment offset
-//   offset  pointer returned minus the block glibc gave us, with bit 63
-//           set for over-aligned blocks (alignment = offset then)
-//   owner   ObjCgroup* charged, or 0 (charged to nothing)
+// Header (16 bytes, right before the pointer returned):
+//   owner   ObjCgroup* charged, or 0 (charged to nothing); bit 0 set for
+//           an over-aligned block, whose offset from glibc's block is then
+//           stored in the 8 bytes before the header
 //   check   Mix(secret, pointer, owner) | 1; 0 once freed
-// Only `owner` and `check` (the 16 bytes right before the pointer) are read
-// before a pointer is known to be ours: glibc keeps its own chunk header
-// there, so those bytes are readable for any pointer glibc could free.
+// The bytes charged are glibc's chunk size (the heap bytes the block
+// takes, glibc's own header and our 16 bytes included), read from glibc's
+// chunk header: nothing else needs storing. The kernel likewise charges a
+// slab object's full size (obj_full_size), not the size asked for.
+//
+// Sizes follow glibc's so that malloc_usable_size() is never smaller than
+// glibc's for the same request: a block is asked of glibc 16 bytes larger
+// than the request (at least glibc's 24-byte minimum), so it lands in the
+// next chunk size and the request's whole usable size stays usable; a
+// request glibc would serve with mmap (the dynamic threshold is followed,
+// see below) is asked as large as glibc's mapping would be, whose usable
+// size runs to the end of the mapping.
 //
 // Why a check word and not an address range: the blocks come from glibc,
 // anywhere in the address space, and a side table of our pointers would
 // need allocation-free concurrent hashing on every call. The check word
 // costs one multiply-xorshift per free. A secret from AT_RANDOM keeps data
 // the program stores (or an adversary writes) from forging it by design;
-// only an accident of probability 2^-64 per foreign free can.
+// only an accident of probability 2^-64 per foreign free can. A pointer
+// that is not 16-byte aligned is never ours and is handed to glibc
+// without reading anything before it.
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <sys/auxv.h>
@@ -30,6 +41,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -41,27 +53,40 @@ void* __libc_calloc(size_t n, size_t size);
 void* __libc_realloc(void* p, size_t size);
 void* __libc_memalign(size_t align, size_t size);
 void __libc_free(void* p);
+int __libc_mallopt(int param, int value);
 }
 
 namespace umemcg::preload {
 
 __thread ThreadState tls_state
-    __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
+    __attribute__((tls_model("initial-exec"))) = {nullptr, 0, nullptr};
 std::atomic<ObjCgroup*> g_default_objcg{nullptr};
 ChargeFlags g_charge_flags = kChargeAtomic | ChargeFlags::kNoThrottle;
 CounterShard g_counters[kCounterShards];
+int g_glibc_version = 0;
 
 namespace {
 
-constexpr size_t kHeaderSize = 32;
+constexpr size_t kHeaderSize = 16;
 constexpr size_t kMallocAlign = 16;  // glibc's malloc alignment on x86-64
-// Requests this close to SIZE_MAX fail before any arithmetic overflows.
+// glibc's chunk geometry (malloc/malloc.c): an 8-byte size field before
+// the user pointer with three flag bits, 16-byte granularity, 32-byte
+// minimum chunk, and an mmapped chunk (flag 2) that has no next chunk's
+// field to lend, so its usable size is 16 bytes short of the chunk.
+constexpr size_t kSizeSz = 8;
+constexpr size_t kMinChunk = 32;
+constexpr size_t kMinRequest = kMinChunk - kSizeSz;  // usable of the minimum
+constexpr size_t kChunkMmapped = 2;
+// Requests this close to SIZE_MAX fail before any arithmetic overflows
+// (glibc refuses anything above PTRDIFF_MAX with ENOMEM as well).
 constexpr size_t kMaxRequest = SIZE_MAX / 4;
-constexpr uint64_t kOverAligned = uint64_t{1} << 63;
+constexpr uintptr_t kOverAligned = 1;
+// glibc's dynamic mmap threshold: 128 KiB, raised to the size of each
+// freed mmapped chunk up to 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit).
+constexpr size_t kDefaultMmapThreshold = 128 * 1024;
+constexpr size_t kMaxDynamicMmapThreshold = 32 * 1024 * 1024;
 
 struct Header {
-  uint64_t total;
-  uint64_t offset;
   uintptr_t owner;
   uint64_t check;
 };
@@ -70,6 +95,13 @@ static_assert(sizeof(Header) == kHeaderSize);
 // Per-process secret; 0 until first use. Every thread derives the same
 // value from AT_RANDOM, so racing first uses agree (relaxed is enough).
 std::atomic<uint64_t> g_secret{0};
+
+// What the hooks know of glibc's mmap threshold. Relaxed: a sizing hint
+// only (a stale value costs at most a page or 16 usable bytes on one
+// block, never correctness).
+std::atomic<size_t> g_mmap_threshold{kDefaultMmapThreshold};
+std::atomic<bool> g_dynamic_threshold{true};
+std::atomic<bool> g_mmap_enabled{true};
 
 [[gnu::noinline]] uint64_t InitSecret() {
   uint64_t s = 0x243f6a8885a308d3ull;  // no AT_RANDOM: a fixed odd value
@@ -98,30 +130,136 @@ inline uint64_t CheckWord(const void* p, uintptr_t owner) {
 
 inline Header* HeaderOf(void* p) { return static_cast<Header*>(p) - 1; }
 
+// The check word a block of ours keeps once freed (even, so never a live
+// block's): a second free of it is recognised as one. One multiply: it
+// only classifies double frees, it guards nothing.
+inline uint64_t FreedMark(const void* p) {
+  const uint64_t s = g_secret.load(std::memory_order_relaxed);
+  return ((s ^ reinterpret_cast<uintptr_t>(p)) * 0x9e3779b97f4a7c15ull) &
+         ~uint64_t{1};
+}
+
+// glibc's tcache key (the word it writes 8 bytes into a chunk it keeps in
+// its per-thread cache), learned at start-up; 0 when unknown. A block of
+// ours that glibc holds there has it in our check word's place.
+std::atomic<uint64_t> g_tcache_key{0};
+
+// What glibc's malloc_printerr does: its message on stderr, then abort.
+[[noreturn, gnu::noinline]] void InvalidPointer(const char* message) {
+  (void)!write(2, message, std::strlen(message));
+  abort();
+}
+
+inline bool Misaligned(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & (kMallocAlign - 1)) != 0;
+}
+
+// A 16-byte aligned pointer whose header is one of ours already freed:
+// freed by us and untouched since, or kept in glibc's tcache.
+inline bool FreedOurs(void* p) {
+  const uint64_t w = HeaderOf(p)->check;
+  const uint64_t key = g_tcache_key.load(std::memory_order_relaxed);
+  return w == FreedMark(p) || (key != 0 && w == key);
+}
+
 inline bool IsOurs(void* p) {
+  // Our pointers are 16-byte aligned (an unaligned one is invalid for glibc
+  // as well), and for aligned ones the 16 bytes read here are the ones
+  // glibc's free() reads (prev_size, size).
+  if (Misaligned(p)) return false;
   const Header* h = HeaderOf(p);
   return h->check == CheckWord(p, h->owner);
 }
 
-// The objcg a new block of this thread is charged to (null: nothing).
-inline ObjCgroup* CurrentOwner() {
-  const ThreadState& t = tls_state;
-  if (t.in_hook != 0) return nullptr;
-  if (t.objcg != nullptr) return t.objcg;
-  return g_default_objcg.load(std::memory_order_acquire);
+inline ObjCgroup* OwnerOf(const Header* h) {
+  return reinterpret_cast<ObjCgroup*>(h->owner & ~kOverAligned);
 }
 
-bool Charge(ObjCgroup* owner, uint64_t bytes) {
+// glibc's block that `p` (ours) lives in.
+inline void* RawOf(void* p) {
+  const Header* h = HeaderOf(p);
+  if ((h->owner & kOverAligned) == 0)
+    return static_cast<char*>(p) - kHeaderSize;
+  return static_cast<char*>(p) - static_cast<const uint64_t*>(p)[-3];
+}
+
+// ---- glibc's chunk header ----
+
+inline size_t ChunkField(const void* mem) {
+  return static_cast<const size_t*>(mem)[-1];
+}
+inline size_t ChunkBytes(const void* mem) {
+  return ChunkField(mem) & ~size_t{7};
+}
+inline bool ChunkMmapped(const void* mem) {
+  return (ChunkField(mem) & kChunkMmapped) != 0;
+}
+// glibc's malloc_usable_size() of an in-use chunk.
+inline size_t GlibcUsable(const void* mem) {
+  const size_t field = ChunkField(mem);
+  const size_t bytes = field & ~size_t{7};
+  if (bytes == 0) return 0;
+  return (field & kChunkMmapped) != 0 ? bytes - 2 * kSizeSz : bytes - kSizeSz;
+}
+// glibc's request2size(): the chunk a request of `n` bytes takes.
+inline size_t Request2Size(size_t n) {
+  return n + kSizeSz + 15 < kMinChunk ? kMinChunk : (n + kSizeSz + 15) & ~15;
+}
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// What glibc's free() does to its threshold after freeing an mmapped
+// chunk of `bytes`.
+inline void NoteMmappedFree(size_t bytes) {
+  if (!g_dynamic_threshold.load(std::memory_order_relaxed)) return;
+  if (bytes > g_mmap_threshold.load(std::memory_order_relaxed) &&
+      bytes <= kMaxDynamicMmapThreshold) {
+    g_mmap_threshold.store(bytes, std::memory_order_relaxed);
+  }
+}
+
+// The size asked of glibc for a request of `n` bytes at its own alignment:
+// one header more than the request, and as large as glibc's own mapping
+// when glibc would mmap `n`.
+inline size_t RawRequest(size_t n) {
+  const size_t chunk = Request2Size(n);
+  if (__builtin_expect(
+          chunk >= g_mmap_threshold.load(std::memory_order_relaxed), 0) &&
+      g_mmap_enabled.load(std::memory_order_relaxed)) {
+    const size_t page = PageSize();
+    return (chunk + kSizeSz + page - 1) & ~(page - 1);
+  }
+  return std::max(n, kMinRequest) + kHeaderSize;
+}
+
+// ---- Charging ----
+
+[[gnu::always_inline]] inline bool Charge(ObjCgroup* owner, uint64_t bytes,
+                                          ChargeFlags flags) {
   HookGuard guard;
-  const ChargeResult r = owner->Charge(Bytes(bytes), g_charge_flags, kHeapItem);
+  const ChargeResult r = owner->Charge(Bytes(bytes), flags, kHeapItem);
   if (r.ok()) return true;
   MyShard().charge_failures.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
-void Uncharge(ObjCgroup* owner, uint64_t bytes) {
+[[gnu::always_inline]] inline void Uncharge(ObjCgroup* owner, uint64_t bytes) {
   HookGuard guard;
   owner->Uncharge(Bytes(bytes), kHeapItem);
+}
+
+// After glibc answered: charges or uncharges the difference between the
+// chunk it gave (`actual`) and what was charged before asking.
+inline void Settle(ObjCgroup* owner, uint64_t charged, uint64_t actual) {
+  if (__builtin_expect(actual == charged, 1)) return;
+  if (actual > charged) {
+    (void)Charge(owner, actual - charged, kSettleFlags);
+  } else {
+    Uncharge(owner, charged - actual);
+  }
 }
 
 void CountLive(ObjCgroup* owner, int64_t bytes, int64_t blocks) {
@@ -134,66 +272,87 @@ void CountLive(ObjCgroup* owner, int64_t bytes, int64_t blocks) {
   }
 }
 
-inline uint64_t OffsetOf(const Header* h) { return h->offset & ~kOverAligned; }
-
-inline void* Publish(void* raw, size_t offset, bool over_aligned,
-                     uint64_t total, ObjCgroup* owner) {
+inline void* Publish(void* raw, size_t offset, ObjCgroup* owner) {
   void* p = static_cast<char*>(raw) + offset;
   Header* h = HeaderOf(p);
-  h->total = total;
-  h->offset = offset | (over_aligned ? kOverAligned : 0);
-  h->owner = reinterpret_cast<uintptr_t>(owner);
+  h->owner = reinterpret_cast<uintptr_t>(owner) |
+             (offset != kHeaderSize ? kOverAligned : 0);
+  if (offset != kHeaderSize) static_cast<uint64_t*>(p)[-3] = offset;
   h->check = CheckWord(p, h->owner);
-  CountLive(owner, static_cast<int64_t>(total), 1);
   return p;
 }
 
 // `align` is a power of two. Charges before allocating, so a refused
-// charge never allocates (the kernel's pre-charge order).
+// charge never allocates (the kernel's pre-charge order), then settles to
+// the chunk glibc gave.
 void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
   if (size > kMaxRequest || align > kMaxRequest) {
     errno = ENOMEM;
     return nullptr;
   }
-  const size_t offset =
-      align <= kMallocAlign ? kHeaderSize : std::max(align, kHeaderSize);
-  const uint64_t total = size + offset;
-  if (owner != nullptr && !Charge(owner, total)) {
+  const bool aligned = align > kMallocAlign;
+  // Over-aligned: the offset is the alignment (at least 32, room for the
+  // header and the offset word), and a minimum chunk more keeps the usable
+  // size at least glibc's, which _int_memalign leaves up to that much
+  // larger when the trailer is too small to split off.
+  const size_t raw_size = aligned
+                              ? std::max(size, kMinRequest) + align + kMinChunk
+                              : RawRequest(size);
+  const uint64_t predicted = Request2Size(raw_size);
+  if (owner != nullptr && !Charge(owner, predicted, g_charge_flags)) {
     errno = ENOMEM;
     return nullptr;
   }
   void* raw;
-  if (align <= kMallocAlign) {
-    raw = zero ? __libc_calloc(1, total) : __libc_malloc(total);
+  if (!aligned) {
+    raw = zero ? __libc_calloc(1, raw_size) : __libc_malloc(raw_size);
   } else {
-    raw = __libc_memalign(align, total);
-    if (raw != nullptr && zero) std::memset(raw, 0, total);
+    raw = __libc_memalign(align, raw_size);
+    if (raw != nullptr && zero) std::memset(raw, 0, raw_size);
   }
   if (raw == nullptr) {  // glibc's failure, reported unchanged (errno)
-    if (owner != nullptr) Uncharge(owner, total);
+    if (owner != nullptr) Uncharge(owner, predicted);
     return nullptr;
   }
-  return Publish(raw, offset, align > kMallocAlign, total, owner);
+  const uint64_t actual = ChunkBytes(raw);
+  if (owner != nullptr) Settle(owner, predicted, actual);
+  CountLive(owner, static_cast<int64_t>(actual), 1);
+  return Publish(raw, aligned ? align : kHeaderSize, owner);
 }
 
 inline void* Allocate(size_t size, size_t align, bool zero) {
   return AllocateFor(CurrentOwner(), size, align, zero);
 }
 
+// A pointer that is not ours: glibc's (or nobody's, and glibc says so).
+// glibc's verdicts stay glibc's: an unaligned pointer is "free(): invalid
+// pointer" (glibc would read its flags from our header's bytes, which can
+// send it through an arena pointer into a segfault), and a second free of
+// one of our blocks is handed to glibc as a second free of its chunk, so
+// it reports the double free as it would without us.
+[[gnu::noinline]] void FreeForeign(void* p) {
+  if (Misaligned(p)) InvalidPointer("free(): invalid pointer\n");
+  if (FreedOurs(p)) return __libc_free(static_cast<char*>(p) - kHeaderSize);
+  MyShard().foreign_frees.fetch_add(1, std::memory_order_relaxed);
+  if (ChunkMmapped(p)) NoteMmappedFree(ChunkBytes(p));
+  __libc_free(p);
+}
+
 void Free(void* p) {
   if (p == nullptr) return;
-  if (!IsOurs(p)) {
-    MyShard().foreign_frees.fetch_add(1, std::memory_order_relaxed);
-    __libc_free(p);
-    return;
-  }
+  if (!IsOurs(p)) return FreeForeign(p);
   Header* h = HeaderOf(p);
-  const uint64_t total = h->total;
-  auto* owner = reinterpret_cast<ObjCgroup*>(h->owner);
-  void* raw = static_cast<char*>(p) - OffsetOf(h);
-  h->check = 0;  // a second free of `p` is not ours any more
-  if (owner != nullptr) Uncharge(owner, total);
-  CountLive(owner, -static_cast<int64_t>(total), -1);
+  ObjCgroup* owner = OwnerOf(h);
+  void* raw = RawOf(p);
+  const uint64_t bytes = ChunkBytes(raw);
+  const bool mmapped = ChunkMmapped(raw);
+  // A second free of `p` is not ours any more, and is told apart (above).
+  // An over-aligned block's offset may not survive glibc's bookkeeping, so
+  // its second free goes to glibc as it is.
+  h->check = (h->owner & kOverAligned) == 0 ? FreedMark(p) : 0;
+  if (owner != nullptr) Uncharge(owner, bytes);
+  CountLive(owner, -static_cast<int64_t>(bytes), -1);
+  if (__builtin_expect(mmapped, 0)) NoteMmappedFree(bytes);
   __libc_free(raw);
 }
 
@@ -204,7 +363,12 @@ void* Reallocate(void* p, size_t size) {
     return nullptr;
   }
   if (!IsOurs(p)) {
-    // Not ours: glibc's (or nobody's) block; it stays unaccounted.
+    // Not ours: glibc's (or nobody's) block; it stays unaccounted. glibc's
+    // verdicts as in FreeForeign.
+    if (Misaligned(p)) InvalidPointer("realloc(): invalid pointer\n");
+    if (FreedOurs(p)) {
+      return __libc_realloc(static_cast<char*>(p) - kHeaderSize, size);
+    }
     MyShard().foreign_frees.fetch_add(1, std::memory_order_relaxed);
     return __libc_realloc(p, size);
   }
@@ -213,62 +377,113 @@ void* Reallocate(void* p, size_t size) {
     return nullptr;
   }
   Header* h = HeaderOf(p);
-  const uint64_t old_total = h->total;
-  const size_t offset = OffsetOf(h);
-  auto* owner = reinterpret_cast<ObjCgroup*>(h->owner);
-  if ((h->offset & kOverAligned) != 0) {
+  ObjCgroup* owner = OwnerOf(h);
+  void* raw = RawOf(p);
+  const uint64_t old_bytes = ChunkBytes(raw);
+  if ((h->owner & kOverAligned) != 0) {
     // Over-aligned block (alignment = offset): glibc's realloc would not
-    // keep the alignment; move it by hand, to the same owner.
+    // keep the alignment; move it by hand, to the same owner. Everything
+    // the caller could use (its usable size) is kept.
+    const size_t offset =
+        static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(raw));
     void* q = AllocateFor(owner, size, offset, false);
     if (q == nullptr) return nullptr;
-    std::memcpy(q, p, std::min<uint64_t>(size, old_total - offset));
+    std::memcpy(q, p, std::min<size_t>(size, GlibcUsable(raw) - offset));
     Free(p);
     return q;
   }
   // The block keeps its owner (the charge follows the object); only the
   // difference is charged or uncharged. Grow: charge first, so a refused
   // charge leaves the old block untouched (realloc's contract).
-  const uint64_t new_total = size + kHeaderSize;
-  if (owner != nullptr && new_total > old_total &&
-      !Charge(owner, new_total - old_total)) {
+  const size_t raw_size = RawRequest(size);
+  const uint64_t predicted = Request2Size(raw_size);
+  const uint64_t pre = predicted > old_bytes ? predicted - old_bytes : 0;
+  if (owner != nullptr && pre > 0 && !Charge(owner, pre, g_charge_flags)) {
     errno = ENOMEM;
     return nullptr;
   }
   const uint64_t check = h->check;
   h->check = 0;  // glibc may move the block: no stale header stays valid
-  void* raw = __libc_realloc(static_cast<char*>(p) - kHeaderSize, new_total);
-  if (raw == nullptr) {
+  void* fresh = __libc_realloc(raw, raw_size);
+  if (fresh == nullptr) {
     h->check = check;  // the old block is intact and still ours
-    if (owner != nullptr && new_total > old_total) {
-      Uncharge(owner, new_total - old_total);
-    }
+    if (owner != nullptr && pre > 0) Uncharge(owner, pre);
     return nullptr;
   }
-  if (owner != nullptr && new_total < old_total) {
-    Uncharge(owner, old_total - new_total);
-  }
-  CountLive(owner, -static_cast<int64_t>(old_total), -1);
-  return Publish(raw, kHeaderSize, false, new_total, owner);
+  const uint64_t new_bytes = ChunkBytes(fresh);
+  if (owner != nullptr) Settle(owner, old_bytes + pre, new_bytes);
+  CountLive(owner,
+            static_cast<int64_t>(new_bytes) - static_cast<int64_t>(old_bytes),
+            0);
+  return Publish(fresh, kHeaderSize, owner);
 }
 
 bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-size_t RoundUpToPowerOfTwo(size_t x) {
-  if (x <= 1) return 1;
-  if (x > (SIZE_MAX >> 1) + 1) return 0;
-  return size_t{1} << (64 - __builtin_clzll(x - 1));
+// glibc's _mid_memalign: alignments up to 16 are malloc; then at least 32,
+// above SIZE_MAX / 2 + 1 EINVAL, and a non-power of two is rounded up.
+void* MidMemalign(size_t align, size_t size) {
+  if (align <= kMallocAlign) return Allocate(size, kMallocAlign, false);
+  if (align < kMinChunk) align = kMinChunk;
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!IsPowerOfTwo(align)) {
+    size_t a = kMallocAlign * 2;
+    while (a < align) a <<= 1;
+    align = a;
+  }
+  return Allocate(size, align, false);
 }
 
-size_t PageSize() {
-  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return page;
+// ---- operator new: the program's C++ runtime ----
+//
+// This library carries a private static libstdc++ (it must not load
+// libstdc++.so into C programs). The new_handler a program installs, and
+// the std::bad_alloc it catches, belong to the program's own libstdc++.so:
+// the failure paths below use it (found with dlsym, only after an
+// allocation failed) and fall back to the private copy when the process
+// has no other C++ runtime.
+
+template <class Fn>
+Fn ProgramSymbol(std::atomic<void*>& cache, const char* name) {
+  void* f = cache.load(std::memory_order_acquire);
+  if (f == nullptr) {
+    HookGuard guard;  // dlsym may allocate
+    f = dlsym(RTLD_NEXT, name);
+    // Not cached while absent: a C++ library may be loaded later.
+    if (f != nullptr) cache.store(f, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(f);
+}
+
+std::atomic<void*> g_get_new_handler{nullptr};
+std::atomic<void*> g_throw_bad_alloc{nullptr};
+std::atomic<void*> g_nothrow_new{nullptr};
+std::atomic<void*> g_nothrow_new_aligned{nullptr};
+
+std::new_handler ProgramNewHandler() {
+  if (auto get = ProgramSymbol<std::new_handler (*)()>(
+          g_get_new_handler, "_ZSt15get_new_handlerv")) {
+    return get();
+  }
+  return std::get_new_handler();
+}
+
+[[noreturn]] void ThrowBadAlloc() {
+  if (auto t = ProgramSymbol<void (*)()>(g_throw_bad_alloc,
+                                         "_ZSt17__throw_bad_allocv")) {
+    t();  // the program's std::__throw_bad_alloc(): does not return
+  }
+  throw std::bad_alloc();
 }
 
 [[gnu::noinline]] void* NewSlow(size_t size, size_t align) {
   for (;;) {
     if (void* p = Allocate(size, align, false)) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    std::new_handler handler = ProgramNewHandler();
+    if (handler == nullptr) ThrowBadAlloc();
     handler();
   }
 }
@@ -278,12 +493,32 @@ inline void* New(size_t size, size_t align) {
   return NewSlow(size, align);
 }
 
-inline void* NewNothrow(size_t size, size_t align) noexcept {
+// The nothrow forms: after a failure, the program's own nothrow operator
+// new runs the handler loop (calling our throwing operator new, which it
+// cannot tell from its own) and catches in its own runtime.
+[[gnu::noinline]] void* NothrowSlow(size_t size, size_t align) noexcept {
+  if (align <= kMallocAlign) {
+    if (auto f = ProgramSymbol<void* (*)(size_t, const std::nothrow_t&)>(
+            g_nothrow_new, "_ZnwmRKSt9nothrow_t")) {
+      return f(size, std::nothrow);
+    }
+  } else if (auto f = ProgramSymbol<void* (*)(size_t, std::align_val_t,
+                                              const std::nothrow_t&)>(
+                 g_nothrow_new_aligned, "_ZnwmSt11align_val_tRKSt9nothrow_t")) {
+    return f(size, std::align_val_t(align), std::nothrow);
+  }
+  // No other C++ runtime: no one could have installed a new_handler but
+  // through this library's private copy.
   try {
-    return New(size, align);
+    return NewSlow(size, align);
   } catch (...) {
     return nullptr;
   }
+}
+
+inline void* NewNothrow(size_t size, size_t align) noexcept {
+  if (void* p = Allocate(size, align, false)) return p;
+  return NothrowSlow(size, align);
 }
 
 inline size_t NewAlign(std::align_val_t a) {
@@ -291,6 +526,42 @@ inline size_t NewAlign(std::align_val_t a) {
 }
 
 }  // namespace
+
+bool ProbeGlibcChunks() {
+  // A heap chunk of 100 bytes is 112, not mmapped, with 104 usable.
+  void* small = __libc_malloc(100);
+  bool ok = small != nullptr && ChunkBytes(small) == Request2Size(100) &&
+            !ChunkMmapped(small) && GlibcUsable(small) == 104;
+  __libc_free(small);
+  // glibc's tcache key: what it writes 8 bytes into a chunk it caches (the
+  // chunk is read after its free on purpose, then taken back).
+  auto* probe = static_cast<uint64_t*>(__libc_malloc(24));
+  if (probe != nullptr) {
+    const uint64_t mine = 0x5a5a5a5a5a5a5a5aull;
+    probe[1] = mine;
+    __libc_free(probe);
+    const uint64_t seen = *static_cast<volatile uint64_t*>(probe + 1);
+    void* again = __libc_malloc(24);
+    if (again == probe && seen != mine && seen != 0) {
+      g_tcache_key.store(seen, std::memory_order_relaxed);
+    }
+    __libc_free(again);
+  }
+  // When false the runtime does not start, so no block is ever charged.
+  return ok;
+}
+
+// mallopt's and the environment's settings of the threshold (runtime.cc
+// reads MALLOC_MMAP_THRESHOLD_ / GLIBC_TUNABLES at start-up).
+void SetMmapThreshold(size_t bytes) {
+  g_mmap_threshold.store(bytes, std::memory_order_relaxed);
+  g_dynamic_threshold.store(false, std::memory_order_relaxed);
+}
+void SetMmapMax(long max) {
+  g_mmap_enabled.store(max != 0, std::memory_order_relaxed);
+  g_dynamic_threshold.store(false, std::memory_order_relaxed);
+}
+
 }  // namespace umemcg::preload
 
 // ---- The C allocation functions (glibc's "Replacing malloc" set) ----
@@ -299,6 +570,7 @@ using umemcg::preload::Allocate;
 using umemcg::preload::Free;
 using umemcg::preload::IsOurs;
 using umemcg::preload::kMallocAlign;
+using umemcg::preload::MidMemalign;
 
 extern "C" {
 
@@ -328,44 +600,33 @@ void* reallocarray(void* p, size_t n, size_t size) {
   return umemcg::preload::Reallocate(p, bytes);
 }
 
-void* memalign(size_t align, size_t size) {
-  // glibc: a non-power-of-two alignment is rounded up; tiny ones are 16.
-  if (!umemcg::preload::IsPowerOfTwo(align)) {
-    align = umemcg::preload::RoundUpToPowerOfTwo(align);
-    if (align == 0) {
-      errno = EINVAL;
-      return nullptr;
-    }
-  }
-  return Allocate(size, std::max(align, kMallocAlign), false);
-}
+void* memalign(size_t align, size_t size) { return MidMemalign(align, size); }
 
 void* aligned_alloc(size_t align, size_t size) {
-  if (!umemcg::preload::IsPowerOfTwo(align)) {  // glibc >= 2.38 rule
+  // glibc 2.38 made aligned_alloc refuse what C17 calls unsupported
+  // alignments; before, it is memalign under another name.
+  if (umemcg::preload::g_glibc_version >= 2038 &&
+      !umemcg::preload::IsPowerOfTwo(align)) {
     errno = EINVAL;
     return nullptr;
   }
-  return Allocate(size, std::max(align, kMallocAlign), false);
+  return MidMemalign(align, size);
 }
 
 int posix_memalign(void** out, size_t align, size_t size) {
-  if (!umemcg::preload::IsPowerOfTwo(align) || align % sizeof(void*) != 0) {
+  if (align % sizeof(void*) != 0 ||
+      !umemcg::preload::IsPowerOfTwo(align / sizeof(void*))) {
     return EINVAL;
   }
-  const int saved = errno;  // posix_memalign leaves errno alone
-  void* p = Allocate(size, std::max(align, kMallocAlign), false);
-  if (p == nullptr) {
-    const int err = errno;
-    errno = saved;
-    return err != 0 ? err : ENOMEM;
-  }
-  errno = saved;
+  // As glibc: errno is ENOMEM after a failure, untouched after success.
+  void* p = MidMemalign(align, size);
+  if (p == nullptr) return ENOMEM;
   *out = p;
   return 0;
 }
 
 void* valloc(size_t size) {
-  return Allocate(size, umemcg::preload::PageSize(), false);
+  return MidMemalign(umemcg::preload::PageSize(), size);
 }
 
 void* pvalloc(size_t size) {
@@ -375,24 +636,33 @@ void* pvalloc(size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  rounded &= ~(page - 1);
-  return Allocate(rounded == 0 ? page : rounded, page, false);
+  // glibc's own rounding (bit 0 survives its mask), kept so that the
+  // usable sizes agree.
+  rounded &= -(page - 1);
+  return MidMemalign(page, rounded);
 }
 
 size_t malloc_usable_size(void* p) {
   if (p == nullptr) return 0;
   if (IsOurs(p)) {
-    const auto* h = static_cast<const umemcg::preload::Header*>(p) - 1;
-    // The requested size: the rest of glibc's chunk is not the caller's.
-    return h->total - umemcg::preload::OffsetOf(h);
+    void* raw = umemcg::preload::RawOf(p);
+    return umemcg::preload::GlibcUsable(raw) -
+           static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(raw));
   }
-  // A foreign glibc chunk: its size field, as glibc's malloc_usable_size
-  // reads it (mchunk_size minus the header word; mmapped chunks, flag 2,
-  // have no next-chunk word to borrow).
-  const size_t field = static_cast<const size_t*>(p)[-1];
-  const size_t chunk = field & ~size_t{7};
-  if (chunk == 0) return 0;
-  return (field & 2) != 0 ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
+  // A foreign glibc chunk: what glibc's malloc_usable_size reads.
+  return umemcg::preload::GlibcUsable(p);
+}
+
+int mallopt(int param, int value) {
+  const int r = __libc_mallopt(param, value);
+  if (r == 1) {
+    if (param == M_MMAP_THRESHOLD && value >= 0) {
+      umemcg::preload::SetMmapThreshold(static_cast<size_t>(value));
+    } else if (param == M_MMAP_MAX) {
+      umemcg::preload::SetMmapMax(value);
+    }
+  }
+  return r;
 }
 
 }  // extern "C"

@@ -1,32 +1,49 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The seam between the preload and the operations module (the FUSE mount
-// umemcg::MountFs and the Prometheus endpoint umemcg::ServeMetrics). The
-// preload parses UMEMCG_MOUNT / UMEMCG_METRICS and calls these two
-// functions; ops_glue.cc defines them (C linkage), and the root
-// CMakeLists.txt compiles it into libumemcg-preload.so from the operations
-// block, together with libumemcg-metrics and, when libfuse3 is found,
-// libumemcg-fuse. They stay weak so the preload still links without them.
+// The seam between the preload and its operations module,
+// libumemcg-preload-ops.so (ops_glue.cc): the FUSE mount (umemcg::MountFs)
+// and the Prometheus endpoint (umemcg::ServeMetrics). The preload opens the
+// module with dlopen only when UMEMCG_MOUNT or UMEMCG_METRICS is set, so a
+// plain preload loads neither libfuse3 nor cpp-httplib (nor libstdc++.so),
+// and finds these functions with dlsym.
 //
-// Each returns 0 or an errno (ENOSYS: that part was built without its
-// library) and starts its own thread(s) and returns promptly; the preload
-// calls them from its constructor with the thread marked as inside umemcg,
-// so what they allocate while starting is charged to nothing. The threads
-// they start allocate like any other thread of the program (charged to the
-// default group).
+// The module carries its own private copy of libumemcg's code and works on
+// the preload's Controller through it: the two copies come from the same
+// build (umemcg_preload_ops_abi() returns the build's token, compared by
+// the preload before anything else), so every object layout agrees, and
+// umemcg keeps no process-wide state that the copies would need to share
+// (a controller's state lives in the controller; the thread-locals it
+// has guard reclaim callbacks and active-group scopes, which the preload
+// does not use).
+//
+// Each start function returns 0 or an errno (ENOSYS: that part was built
+// without its library) and writes a NUL-terminated message naming the
+// cause into `message` (`len` bytes); it starts its own thread(s) and
+// returns promptly. The preload calls them from its constructor with the
+// thread marked as inside umemcg, so what they allocate while starting is
+// charged to nothing. The threads they start allocate like any other
+// thread of the program (charged to the default group).
 
 #ifndef UMEMCG_SRC_PRELOAD_OPS_SEAM_H_
 #define UMEMCG_SRC_PRELOAD_OPS_SEAM_H_
 
+#include <stddef.h>
+
 #include "umemcg/controller.h"
 
 extern "C" {
-// Mounts `controller`'s group tree at directory `dir`.
-__attribute__((weak, visibility("hidden"))) int umemcg_preload_ops_mount(
-    umemcg::Controller* controller, const char* dir);
-// Serves `controller`'s metrics at `address` ("127.0.0.1:9100").
-__attribute__((weak, visibility("hidden"))) int umemcg_preload_ops_metrics(
-    umemcg::Controller* controller, const char* address);
+// The build token (UMEMCG_PRELOAD_ABI_TOKEN) the module was built with.
+typedef const char* (*umemcg_preload_ops_abi_fn)(void);
+// Mounts `controller`'s group tree at directory `dir` /
+// serves its metrics at `address` ("127.0.0.1:9100").
+typedef int (*umemcg_preload_ops_start_fn)(umemcg::Controller* controller,
+                                           const char* value, char* message,
+                                           size_t len);
 }
+
+#define UMEMCG_PRELOAD_OPS_ABI "umemcg_preload_ops_abi"
+#define UMEMCG_PRELOAD_OPS_MOUNT "umemcg_preload_ops_mount"
+#define UMEMCG_PRELOAD_OPS_METRICS "umemcg_preload_ops_metrics"
+#define UMEMCG_PRELOAD_OPS_LIBRARY "libumemcg-preload-ops.so"
 
 #endif  // UMEMCG_SRC_PRELOAD_OPS_SEAM_H_

@@ -1,21 +1,24 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// State shared by the preload's allocation hooks (hooks.cc) and its
-// runtime (runtime.cc: controller, environment, C API). Everything here is
-// hidden: only the interposed functions and the umemcg_preload_* API leave
-// the shared object.
+// State shared by the preload's allocation hooks (hooks.cc), its mapping
+// hooks (mmap_hooks.cc) and its runtime (runtime.cc: controller,
+// environment, C API, exit report). Everything here is hidden: only the
+// interposed functions and the umemcg_preload_* API leave the shared
+// object (exports.map).
 //
 // Re-entrancy. The hooks run before the runtime exists, inside the
 // dynamic loader, during thread exit and inside umemcg itself. They rely
-// only on: glibc's __libc_* allocator entry points (no dlsym), an
-// initial-exec thread-local (no __tls_get_addr allocation, no constructor),
-// zero-initialized globals, and the ThreadState::in_hook guard: an
-// allocation made while the thread is inside umemcg (charging, or a
-// runtime call) is charged to nothing, so umemcg never re-enters itself.
+// only on: glibc's __libc_* allocator entry points and raw system calls
+// (no dlsym), an initial-exec thread-local (no __tls_get_addr allocation,
+// no constructor), zero-initialized globals, and the ThreadState::in_hook
+// guard: an allocation or mapping made while the thread is inside umemcg
+// (charging, or a runtime call) is charged to nothing, so umemcg never
+// re-enters itself.
 
 #ifndef UMEMCG_SRC_PRELOAD_PRELOAD_INTERNAL_H_
 #define UMEMCG_SRC_PRELOAD_PRELOAD_INTERNAL_H_
 
+#include <errno.h>
 #include <sched.h>
 
 #include <atomic>
@@ -32,26 +35,65 @@ namespace umemcg::preload {
 struct ThreadState {
   ObjCgroup* objcg;  // umemcg_preload_set_group(); null: the default
   int in_hook;       // > 0 while this thread runs umemcg code
+  int* errno_ptr;    // this thread's errno (__errno_location), once known
 };
 extern __thread ThreadState tls_state
     __attribute__((tls_model("initial-exec")));
 
-// Marks the calling thread as inside umemcg for its lifetime.
+// This thread's errno, without a call into libc after the first time (the
+// address is fixed for the thread's life, and a forked child's only thread
+// keeps its parent thread's address).
+inline int* ErrnoPtr() {
+  ThreadState& t = tls_state;
+  if (__builtin_expect(t.errno_ptr == nullptr, 0)) {
+    t.errno_ptr = &errno;
+  }
+  return t.errno_ptr;
+}
+
+// Marks the calling thread as inside umemcg for its lifetime, and keeps
+// errno as it was: glibc's allocation functions leave errno alone when
+// they succeed (and free() always does, since 2.33), while umemcg's slow
+// paths may make system calls that set it.
 class HookGuard {
  public:
-  HookGuard() { ++tls_state.in_hook; }
-  ~HookGuard() { --tls_state.in_hook; }
+  HookGuard() : errno_(ErrnoPtr()), saved_errno_(*errno_) {
+    ++tls_state.in_hook;
+  }
+  ~HookGuard() {
+    --tls_state.in_hook;
+    if (__builtin_expect(*errno_ != saved_errno_, 0)) *errno_ = saved_errno_;
+  }
   HookGuard(const HookGuard&) = delete;
   HookGuard& operator=(const HookGuard&) = delete;
+
+ private:
+  int* const errno_;
+  const int saved_errno_;
 };
 
 // Set once by the runtime, after g_charge_flags (release store; the hooks'
-// acquire load pairs with it). Null until the runtime is up: blocks are
-// then charged to nothing.
+// acquire load pairs with it). Null until the runtime is up: blocks and
+// mappings are then charged to nothing.
 extern std::atomic<ObjCgroup*> g_default_objcg;
 extern ChargeFlags g_charge_flags;
+// Charges that settle a difference after the fact (the block or mapping
+// already exists): never refused, past memory.max if need be.
+inline constexpr ChargeFlags kSettleFlags =
+    kChargeAtomic | ChargeFlags::kNoThrottle;
 // The statistic heap bytes are counted in (memory.stat).
 inline constexpr StatItem kHeapItem = StatItem::kSlabUnreclaimable;
+// The statistic charged anonymous mappings are counted in (pages).
+inline constexpr StatItem kMapItem = StatItem::kAnon;
+
+// The objcg a new block or mapping of this thread is charged to (null:
+// nothing).
+inline ObjCgroup* CurrentOwner() {
+  const ThreadState& t = tls_state;
+  if (t.in_hook != 0) return nullptr;
+  if (t.objcg != nullptr) return t.objcg;
+  return g_default_objcg.load(std::memory_order_acquire);
+}
 
 // Per-CPU counters of what the hooks did. A thread adds to the shard of
 // the CPU it runs on (relaxed: independent sums read only by reports; a
@@ -72,6 +114,28 @@ inline CounterShard& MyShard() {
   const int cpu = sched_getcpu();
   return g_counters[static_cast<unsigned>(cpu) % kCounterShards];
 }
+
+// ---- glibc facts, detected at start-up (runtime.cc) ----
+
+// The running glibc's version, major * 1000 + minor (2036 for 2.36); 0
+// until detected. Selects version-specific rules (aligned_alloc).
+extern int g_glibc_version;
+// Checks that glibc's chunk header is where the hooks read it (hooks.cc);
+// on false the runtime does not start (nothing is ever charged).
+bool ProbeGlibcChunks();
+
+// ---- Anonymous mappings (mmap_hooks.cc) ----
+
+struct MapStats {
+  uint64_t charged_bytes;   // bytes of mappings charged now
+  uint64_t reserved_bytes;  // tracked, not charged (PROT_NONE, read-only)
+  uint64_t ranges;          // table entries
+  uint64_t charge_failures;
+};
+MapStats GetMapStats();
+// Fork handlers for the range table (runtime.cc registers them).
+void MapTableLockForFork();
+void MapTableUnlockAfterFork();
 
 }  // namespace umemcg::preload
 

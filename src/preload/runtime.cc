@@ -9,12 +9,31 @@
 // Nothing here is ever destroyed: other threads and later destructors keep
 // allocating and freeing after this library's destructor ran, and every
 // charged block points at an objcg the runtime pins.
+//
+// fork(). The child is a copy: its blocks, mappings, counters and groups
+// are the parent's at the moment of the fork, and it goes on with them as
+// its own (its frees uncharge what the parent's charges left in its copy;
+// the kernel's commit accounting charges a child for the parent's
+// committed mappings the same way, in dup_mmap). The fork handlers below
+// take the runtime's and the range table's locks around fork() so the
+// child finds them free; the library's own locks have their own handlers.
+// A child that exits writes its own report (its pid, its figures) to the
+// same place; it neither serves nor unmounts the parent's mount and
+// metrics endpoint.
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,11 +49,22 @@
 #include "umemcg/controller.h"
 #include "umemcg/preload.h"
 
+extern char** environ;
+
 namespace umemcg::preload {
+
+// hooks.cc / mmap_hooks.cc.
+void SetMmapThreshold(size_t bytes);
+void SetMmapMax(long max);
+void InitMapTable();
+
 namespace {
 
 constexpr size_t kMaxAssignedGroups = 256;
 constexpr size_t kMaxPath = 200;
+// The report's duplicate of stderr goes at or above this descriptor, out
+// of the way of programs that expect their first open() to return 3.
+constexpr int kReportFdFloor = 100;
 
 struct Assigned {
   std::string path;
@@ -42,22 +72,38 @@ struct Assigned {
   ObjCgroupRef objcg;  // pins the objcg its blocks point at, for good
 };
 
+// Where the exit report goes.
+struct ReportSink {
+  bool to_stderr = false;
+  std::string path;  // absolute, when not to_stderr ("": no report)
+  // stderr as it was at start-up, duplicated (close-on-exec), and its
+  // identity: the report is written only to that same file, even if the
+  // program closed fd 2 at exit (coreutils' close_stdout) or reused the
+  // descriptor numbers.
+  int fd = -1;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
 struct Runtime {
   std::unique_ptr<Controller> controller;
   GroupRef process;
   ObjCgroupRef process_objcg;
   bool enforce = false;
-  std::string report;  // "", "stderr" or a path
-  std::mutex mu;       // guards assigned
+  ReportSink report;
+  std::mutex mu;  // guards assigned
   std::vector<Assigned> assigned;
 };
 
 // Set once at load (release; the API's acquire loads pair with it).
 std::atomic<Runtime*> g_runtime{nullptr};
 
-void Warn(const char* fmt, const char* a, const char* b = "") {
-  char line[512];
-  const int n = std::snprintf(line, sizeof(line), fmt, a, b);
+__attribute__((format(printf, 1, 2))) void Warn(const char* fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
   if (n > 0) {
     (void)!write(2, line, std::min<size_t>(n, sizeof(line) - 1));
   }
@@ -109,52 +155,235 @@ StatusOr<GroupRef> FindOrCreate(Runtime& rt, std::string_view path) {
   return parent;
 }
 
-// Reads `env` and takes it out of the environment (see StartOps).
-std::string TakeEnv(const char* env) {
-  const char* found = std::getenv(env);
+// Reads `name` and removes it from the process's environment block itself
+// (`environ`, which execve passes on and from which every shell builds
+// its variables). Not unsetenv(): bash exports its own, which before
+// bash's main() has run changes nothing, so bash would hand the variable
+// to every child.
+std::string TakeEnv(const char* name) {
+  const char* found = std::getenv(name);
   if (found == nullptr) return std::string();
   std::string value = found;
-  unsetenv(env);
+  const size_t len = std::strlen(name);
+  if (environ != nullptr) {
+    char** out = environ;
+    for (char** in = environ; *in != nullptr; ++in) {
+      if (std::strncmp(*in, name, len) == 0 && (*in)[len] == '=') continue;
+      *out++ = *in;
+    }
+    *out = nullptr;
+  }
   return value;
 }
 
-// Hands UMEMCG_MOUNT / UMEMCG_METRICS (`value`, taken out of the
-// environment by TakeEnv before either starts) to the operations module
-// (ops_glue.cc, see ops_seam.h); says why a setting had no effect. The
-// mount and the port belong to this process: a child, or libfuse's
-// fusermount3 (which gets this environment and, run by root, this
-// preload), must not mount the same directory or bind the same port again.
-void StartOps(Runtime& rt, const char* env, const std::string& value,
-              const char* what, int (*start)(Controller*, const char*)) {
-  if (value.empty()) return;
-  const int err =
-      start != nullptr ? start(rt.controller.get(), value.c_str()) : ENOSYS;
-  if (err == ENOSYS) {
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "umemcg-preload: %s=%%s ignored: built without %s%%s\n", env,
-                  what);
-    Warn(line, value.c_str());
-  } else if (err != 0) {
-    char line[256];
-    std::snprintf(line, sizeof(line), "umemcg-preload: %s=%%s: %%s\n", env);
-    Warn(line, value.c_str(), std::strerror(err));
+// Sets `name` to `value` in `environ` itself (see TakeEnv). The new entry
+// is never freed: `environ` may hold it until the process ends.
+void ReplaceEnv(const char* name, const std::string& value) {
+  if (environ == nullptr) return;
+  const size_t len = std::strlen(name);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, name, len) != 0 || (*e)[len] != '=') continue;
+    const std::string entry = std::string(name) + "=" + value;
+    char* copy = static_cast<char*>(std::malloc(entry.size() + 1));
+    if (copy == nullptr) return;
+    std::memcpy(copy, entry.c_str(), entry.size() + 1);
+    *e = copy;
+    return;
   }
 }
 
+// ---- The operations module (ops_seam.h) ----
+
+// libumemcg-preload-ops.so: UMEMCG_PRELOAD_OPS, else next to this library.
+std::string OpsPath() {
+  if (const char* o = std::getenv("UMEMCG_PRELOAD_OPS"); o && *o) return o;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&OpsPath), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    std::string self = info.dli_fname;
+    const size_t slash = self.rfind('/');
+    if (slash != std::string::npos) {
+      return self.substr(0, slash + 1) + UMEMCG_PRELOAD_OPS_LIBRARY;
+    }
+  }
+  return UMEMCG_PRELOAD_OPS_LIBRARY;
+}
+
+// Opens the module once; null (and `why` set) when it cannot be used.
+void* OpenOps(std::string* why) {
+  static void* handle = nullptr;
+  static std::string error;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    const std::string path = OpsPath();
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* e = dlerror();
+      error = "cannot load the operations module: " +
+              std::string(e != nullptr ? e : path);
+    } else {
+      auto abi = reinterpret_cast<umemcg_preload_ops_abi_fn>(
+          dlsym(handle, UMEMCG_PRELOAD_OPS_ABI));
+      if (abi == nullptr || std::strcmp(abi(), UMEMCG_PRELOAD_ABI_TOKEN) != 0) {
+        error = path + " is from another build of umemcg";
+        handle = nullptr;  // left loaded: unloading runs its destructors
+      }
+    }
+  }
+  *why = error;
+  return handle;
+}
+
+// Hands UMEMCG_MOUNT / UMEMCG_METRICS (`value`, taken out of the
+// environment by TakeEnv before either starts) to the operations module;
+// says why a setting had no effect. The mount and the port belong to this
+// process: a child, or libfuse's fusermount3 (which gets this environment
+// and, run by root, this preload), must not mount the same directory or
+// bind the same port again.
+void StartOps(Runtime& rt, const char* env, const std::string& value,
+              const char* symbol, const char* failed) {
+  if (value.empty()) return;
+  std::string why;
+  void* ops = OpenOps(&why);
+  auto start =
+      ops != nullptr
+          ? reinterpret_cast<umemcg_preload_ops_start_fn>(dlsym(ops, symbol))
+          : nullptr;
+  if (start == nullptr) {
+    if (why.empty()) why = std::string(symbol) + " not found";
+    Warn("umemcg-preload: %s=%s ignored: %s\n", env, value.c_str(),
+         why.c_str());
+    return;
+  }
+  char message[512] = "";
+  const int err =
+      start(rt.controller.get(), value.c_str(), message, sizeof(message));
+  if (err == ENOSYS) {
+    Warn("umemcg-preload: %s=%s ignored: %s\n", env, value.c_str(), message);
+  } else if (err != 0) {
+    // "UMEMCG_METRICS=127.0.0.1:9100 not served: cannot bind
+    // 127.0.0.1:9100: Address already in use".
+    Warn("umemcg-preload: %s=%s %s: %s\n", env, value.c_str(), failed,
+         message[0] != '\0' ? message : std::strerror(err));
+  }
+}
+
+// ---- glibc's allocator settings the hooks size blocks by ----
+
+void ReadMallocEnvironment() {
+  if (const char* v = std::getenv("MALLOC_MMAP_THRESHOLD_")) {
+    SetMmapThreshold(std::strtoul(v, nullptr, 0));
+  }
+  if (const char* v = std::getenv("MALLOC_MMAP_MAX_")) {
+    SetMmapMax(std::strtol(v, nullptr, 0));
+  }
+  // GLIBC_TUNABLES=glibc.malloc.mmap_threshold=N:glibc.malloc.mmap_max=N
+  if (const char* t = std::getenv("GLIBC_TUNABLES")) {
+    std::string_view all(t);
+    while (!all.empty()) {
+      const size_t colon = all.find(':');
+      const std::string item(all.substr(0, colon));
+      all = colon == std::string_view::npos ? std::string_view()
+                                            : all.substr(colon + 1);
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = item.substr(0, eq);
+      const char* val = item.c_str() + eq + 1;
+      if (key == "glibc.malloc.mmap_threshold") {
+        SetMmapThreshold(std::strtoul(val, nullptr, 0));
+      } else if (key == "glibc.malloc.mmap_max") {
+        SetMmapMax(std::strtol(val, nullptr, 0));
+      }
+    }
+  }
+}
+
+int DetectGlibcVersion() {
+  unsigned major = 0, minor = 0;
+  if (std::sscanf(gnu_get_libc_version(), "%u.%u", &major, &minor) != 2) {
+    return 0;
+  }
+  return static_cast<int>(major * 1000 + minor);
+}
+
+// ---- The exit report's destination ----
+
+void SetUpReport(ReportSink& sink, const char* setting) {
+  if (setting == nullptr || *setting == '\0') return;
+  if (std::strcmp(setting, "stderr") == 0) {
+    sink.to_stderr = true;
+    struct stat st;
+    if (fstat(2, &st) != 0) return;  // no stderr: nowhere to write
+    sink.dev = st.st_dev;
+    sink.ino = st.st_ino;
+    int floor = kReportFdFloor;
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        lim.rlim_cur <= static_cast<rlim_t>(2 * kReportFdFloor)) {
+      floor = static_cast<int>(lim.rlim_cur / 2);
+    }
+    sink.fd = fcntl(2, F_DUPFD_CLOEXEC, floor < 3 ? 3 : floor);
+    return;
+  }
+  sink.path = setting;
+  if (setting[0] != '/') {
+    // Resolved now: the program (or a forked child) may chdir. Children
+    // get the absolute path too, so every report of a process tree lands
+    // in the same file (edited in `environ` itself, see TakeEnv).
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      sink.path = std::string(cwd) + "/" + setting;
+      ReplaceEnv("UMEMCG_REPORT", sink.path);
+    }
+  }
+}
+
+bool SameFile(int fd, const ReportSink& sink) {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == sink.dev &&
+         st.st_ino == sink.ino;
+}
+
+// ---- Fork ----
+
+void ForkPrepare() {
+  // The range table first (its holders may be charging, which needs
+  // nothing held here), then the runtime's lock.
+  MapTableLockForFork();
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->mu.lock();
+}
+
+void ForkParent() {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->mu.unlock();
+  MapTableUnlockAfterFork();
+}
+
+// The child's copies of both locks were taken by the forking thread,
+// which is the child's only thread: it releases them.
+void ForkChild() { ForkParent(); }
+
 void Init() {
   HookGuard guard;
+  g_glibc_version = DetectGlibcVersion();
+  ReadMallocEnvironment();
+  const bool chunks_ok = ProbeGlibcChunks();
   ControllerOptions options;
   // No flusher thread inside someone else's program: statistics are
   // flushed by readers (memory.stat, the report).
   options.stats_flush_period = std::chrono::nanoseconds(0);
   options.error_hook = [](const ErrorReport& r) {
-    Warn("umemcg-preload: accounting error: %s%s\n", r.what, "");
+    Warn("umemcg-preload: accounting error: %s\n", r.what);
   };
   auto controller = Controller::Create(std::move(options));
   if (!controller.ok()) {
-    Warn("umemcg-preload: disabled: %s%s\n",
+    Warn("umemcg-preload: disabled: %s\n",
          controller.status().ToString().c_str());
+    return;
+  }
+  if (!chunks_ok) {
+    Warn("umemcg-preload: disabled: %s\n",
+         "glibc's malloc chunk layout is not the one expected");
     return;
   }
   auto* rt = new Runtime;  // never freed, see above
@@ -163,7 +392,7 @@ void Init() {
   auto process = rt->controller->CreateGroup(
       rt->controller->root(), name != nullptr && *name ? name : "process");
   if (!process.ok()) {
-    Warn("umemcg-preload: disabled: UMEMCG_GROUP: %s%s\n",
+    Warn("umemcg-preload: disabled: UMEMCG_GROUP: %s\n",
          process.status().ToString().c_str());
     return;
   }
@@ -186,29 +415,41 @@ void Init() {
   g_charge_flags = rt->enforce
                        ? ChargeFlags::kMayReclaim | ChargeFlags::kNoThrottle
                        : kChargeAtomic | ChargeFlags::kNoThrottle;
-  if (const char* v = std::getenv("UMEMCG_REPORT")) rt->report = v;
+  SetUpReport(rt->report, std::getenv("UMEMCG_REPORT"));
 
   const std::string mount_dir = TakeEnv("UMEMCG_MOUNT");
   const std::string metrics_address = TakeEnv("UMEMCG_METRICS");
-  StartOps(*rt, "UMEMCG_MOUNT", mount_dir, "libfuse3 (MountFs)",
-           umemcg_preload_ops_mount);
-  StartOps(*rt, "UMEMCG_METRICS", metrics_address, "cpp-httplib (ServeMetrics)",
-           umemcg_preload_ops_metrics);
+  StartOps(*rt, "UMEMCG_MOUNT", mount_dir, UMEMCG_PRELOAD_OPS_MOUNT,
+           "not mounted");
+  StartOps(*rt, "UMEMCG_METRICS", metrics_address, UMEMCG_PRELOAD_OPS_METRICS,
+           "not served");
+  InitMapTable();
   g_runtime.store(rt, std::memory_order_release);
-  // From here on, every thread's blocks are charged (release: the hooks
-  // see g_charge_flags and a complete objcg).
+  // After the controller (and its own fork handlers, if it registers any
+  // when created): handlers run prepare in reverse order, so ours take the
+  // preload's locks before the library takes its own.
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  // From here on, every thread's blocks and mappings are charged (release:
+  // the hooks see g_charge_flags and a complete objcg).
   g_default_objcg.store(rt->process_objcg.get(), std::memory_order_release);
 }
 
 void Fini() {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr || rt->report.empty()) return;
-  if (rt->report == "stderr") {
-    (void)umemcg_preload_report(2);
+  if (rt == nullptr) return;
+  const ReportSink& sink = rt->report;
+  if (sink.to_stderr) {
+    // The duplicate, if it is still the start-up stderr; else fd 2 if
+    // that is (a program that closes all its descriptors takes both).
+    const int fd = SameFile(sink.fd, sink) ? sink.fd
+                   : SameFile(2, sink)     ? 2
+                                           : -1;
+    if (fd >= 0) (void)umemcg_preload_report(fd);
     return;
   }
+  if (sink.path.empty()) return;
   const int fd =
-      open(rt->report.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      open(sink.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
   (void)umemcg_preload_report(fd);
   close(fd);
@@ -278,6 +519,11 @@ int umemcg_preload_get_stats(umemcg_preload_stats_t* out) {
     s.charge_failures += c.charge_failures.load(std::memory_order_relaxed);
     s.foreign_frees += c.foreign_frees.load(std::memory_order_relaxed);
   }
+  const umemcg::preload::MapStats m = umemcg::preload::GetMapStats();
+  s.charge_failures += m.charge_failures;
+  s.mapped_bytes = static_cast<int64_t>(m.charged_bytes);
+  s.reserved_bytes = static_cast<int64_t>(m.reserved_bytes);
+  s.mapped_ranges = static_cast<int64_t>(m.ranges);
   s.enforce = rt->enforce ? 1 : 0;
   *out = s;
   return 0;
@@ -327,7 +573,9 @@ int umemcg_preload_report(int fd) {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) return ENODEV;
   int64_t accounted;
+  int64_t anon_pages;
   uint64_t usage;
+  uint64_t peak;
   uint64_t max_events;
   {
     HookGuard guard;
@@ -336,20 +584,24 @@ int umemcg_preload_report(int fd) {
     // deltas are pushed out first (obj_cgroup.h).
     rt->controller->DrainAllStocks(process);
     accounted = process.StatExact(umemcg::preload::kHeapItem);
+    anon_pages = process.StatExact(umemcg::preload::kMapItem);
     usage = process.usage().raw();
+    peak = process.memory().watermark().raw();
     max_events = process.events(umemcg::MemoryEvent::kMax);
   }
   umemcg_preload_stats_t s;
   (void)umemcg_preload_get_stats(&s);
-  char line[512];
+  char line[768];
   const int n = std::snprintf(
       line, sizeof(line),
-      "umemcg-preload: live_bytes=%" PRId64 " accounted_bytes=%" PRId64
+      "umemcg-preload: pid=%d live_bytes=%" PRId64 " accounted_bytes=%" PRId64
       " live_blocks=%" PRId64 " unaccounted_bytes=%" PRId64
-      " usage_pages=%" PRIu64 " max_events=%" PRIu64 " charge_failures=%" PRIu64
-      " foreign_frees=%" PRIu64 "\n",
-      s.live_bytes, accounted, s.live_blocks, s.unaccounted_bytes, usage,
-      max_events, s.charge_failures, s.foreign_frees);
+      " mapped_bytes=%" PRId64 " anon_bytes=%" PRId64 " reserved_bytes=%" PRId64
+      " usage_pages=%" PRIu64 " peak_pages=%" PRIu64 " max_events=%" PRIu64
+      " charge_failures=%" PRIu64 " foreign_frees=%" PRIu64 "\n",
+      static_cast<int>(getpid()), s.live_bytes, accounted, s.live_blocks,
+      s.unaccounted_bytes, s.mapped_bytes, anon_pages * 4096, s.reserved_bytes,
+      usage, peak, max_events, s.charge_failures, s.foreign_frees);
   if (n <= 0) return EIO;
   return write(fd, line, std::min<size_t>(n, sizeof(line) - 1)) < 0 ? errno : 0;
 }

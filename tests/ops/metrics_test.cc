@@ -399,11 +399,14 @@ TEST_F(MetricsTest, AddressesDefaultToLoopback) {
   zero_threads.threads = 0;
   EXPECT_EQ(ServeMetrics(*ctrl_, ":0", zero_threads).status().code(),
             StatusCode::kInvalidArgument);
-  // A port in use.
+  // A port in use: EADDRINUSE, with the address in the message.
   auto first = Serve();
   ASSERT_NE(first, nullptr);
-  EXPECT_EQ(ServeMetrics(*ctrl_, first->address()).status().code(),
-            StatusCode::kFailedPrecondition);
+  const Status in_use = ServeMetrics(*ctrl_, first->address()).status();
+  EXPECT_EQ(in_use.code(), StatusCode::kAddressInUse);
+  EXPECT_EQ(ErrnoOf(in_use.code()), EADDRINUSE);
+  EXPECT_EQ(std::string(in_use.message()),
+            "cannot bind " + first->address() + ": Address already in use");
 }
 
 TEST_F(MetricsTest, StopsWhenTheControllerIsDestroyed) {

@@ -2,7 +2,8 @@
 # Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 #
 # libumemcg-preload.so's UMEMCG_METRICS and UMEMCG_MOUNT on a real program
-# (python3 holding ~32 MB): while it runs, /metrics (curl) must show the
+# (python3 holding ~32 MB, having forked a few children): while it runs,
+# /metrics (curl) must show the
 # "process" group's memory.current and the mount must show the same group as
 # files; a limit written through the mount must read back through /metrics;
 # the program's children must not see the two variables; after the program
@@ -40,6 +41,13 @@ cat >"$WORK/hold.py" <<'PY'
 import os, sys, time
 work = sys.argv[1]
 held = [bytearray(4096 + i % 4096) for i in range(4000)]
+# Children forked while the mount and the server run (their threads use
+# the operations module's copy of umemcg; fork handlers must not upset it).
+for _ in range(5):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
 seen = "%s %s" % (os.environ.get("UMEMCG_MOUNT"),
                   os.environ.get("UMEMCG_METRICS"))
 with open(work + "/ready.tmp", "w") as f:

@@ -2,12 +2,16 @@
 # Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 #
 # libumemcg-preload.so under real programs nobody here wrote: ls, sort,
-# python3 (threads allocating and freeing ~200 MB in many sizes) and
-# sqlite3 (300k inserts into an in-memory database). For each, the exit
-# report (UMEMCG_REPORT) must show the object-accounted bytes of "process"
-# equal to the live bytes the interposer counted, and the output must
-# match a run without the preload. With UMEMCG_ENFORCE=1 and a small
-# UMEMCG_MAX, python3 and sqlite3 must see allocation failure.
+# python3 (threads allocating and freeing ~200 MB in many sizes; and ~200
+# MB of small objects with its default allocator, whose arenas are
+# mmap'd), sqlite3 (300k inserts into an in-memory database) and xz -T2
+# (threads). For each, the exit report (UMEMCG_REPORT) must show the
+# object-accounted bytes of "process" equal to the live bytes the
+# interposer counted and the anon statistic equal to the mapped bytes, and
+# the output must match a run without the preload. The small-object job
+# must be accounted within 10% of its anonymous RSS. With UMEMCG_ENFORCE=1
+# and a small UMEMCG_MAX, python3 (MemoryError, both allocators) and
+# sqlite3 must see allocation failure.
 # Usage: preload_programs_test.sh <libumemcg-preload.so>
 # Exit: 0 pass, 1 fail, 77 skipped (no program found at all).
 set -u
@@ -32,12 +36,15 @@ check_report() {
     fail "$name: no report written"
     return
   fi
-  local line live acc
+  local line live acc mapped anon
   line=$(tail -n 1 "$WORK/report")
   live=$(sed -n 's/.* live_bytes=\([0-9-]*\).*/\1/p' <<<"$line")
   acc=$(sed -n 's/.* accounted_bytes=\([0-9-]*\).*/\1/p' <<<"$line")
+  mapped=$(sed -n 's/.* mapped_bytes=\([0-9-]*\).*/\1/p' <<<"$line")
+  anon=$(sed -n 's/.* anon_bytes=\([0-9-]*\).*/\1/p' <<<"$line")
   echo "$name: $line"
   [[ "$live" == "$acc" ]] || fail "$name: accounted $acc != live $live"
+  [[ "$mapped" == "$anon" ]] || fail "$name: anon $anon != mapped $mapped"
   if [[ -n "$want_zero" && "$live" != 0 ]]; then
     fail "$name: $live bytes still live"
   fi
@@ -123,6 +130,49 @@ PYEOF
   fi
 fi
 
+# ---- python3, default allocator: ~200 MB of small objects ----
+# pymalloc takes its arenas with mmap: accounted (memory.current, read
+# through the preload's C API at the peak) within 10% of the process's
+# anonymous RSS (/proc/self/smaps_rollup) at the same moment.
+if [[ -n "$PY" ]]; then
+  cat >"$WORK/small.py" <<'PYEOF'
+import ctypes
+def anon():
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1]) * 1024
+def accounted():
+    lib = ctypes.CDLL(None)
+    buf = ctypes.create_string_buffer(64)
+    if lib.umemcg_preload_sync() != 0:
+        return -1
+    if lib.umemcg_preload_read_file(None, b"memory.current", buf, 64, None):
+        return -1
+    return int(buf.value)
+data = [(i, str(i) * 3, [i]) for i in range(750_000)]
+print(anon(), accounted(), len(data))
+PYEOF
+  ran=$((ran + 1))
+  preloaded "$PY" "$WORK/small.py" >"$WORK/small.out" ||
+      fail "python3 small objects exited $?"
+  read -r rss acc n <"$WORK/small.out"
+  echo "python3 small objects: anonymous RSS $rss, accounted $acc ($n objects)"
+  check_report "python3 small objects"
+  if [[ -z "$acc" || "$acc" -lt 0 ]] || ((rss < 150000000)); then
+    fail "python3 small objects: rss '$rss' accounted '$acc'"
+  elif ((acc * 10 < rss * 9 || acc * 10 > rss * 11)); then
+    fail "python3 small objects: accounted $acc is not within 10% of $rss"
+  fi
+  if UMEMCG_ENFORCE=1 UMEMCG_MAX=64M LD_PRELOAD="$LIB" \
+      "$PY" "$WORK/small.py" >/dev/null 2>"$WORK/py.err"; then
+    fail "python3 small objects grew past UMEMCG_MAX=64M"
+  else
+    grep -q MemoryError "$WORK/py.err" ||
+        fail "python3 small objects failed without MemoryError: $(tail -n 1 "$WORK/py.err")"
+  fi
+fi
+
 # ---- sqlite3: 300k inserts in memory ----
 if command -v sqlite3 >/dev/null; then
   ran=$((ran + 1))
@@ -144,8 +194,21 @@ SELECT count(*), sum(length(b)) FROM t;"
   fi
 fi
 
+# ---- xz -T2: two compressing threads, identical output ----
+if command -v xz >/dev/null; then
+  ran=$((ran + 1))
+  awk 'BEGIN { srand(11); for (i = 0; i < 600000; i++)
+         printf "%d %s %d\n", i, substr("lorem ipsum dolor sit amet", 1 + i % 20), int(rand() * 1000) }' \
+      >"$WORK/text"
+  xz -T2 -6 --block-size=4MiB -c "$WORK/text" >"$WORK/xz.want"
+  preloaded xz -T2 -6 --block-size=4MiB -c "$WORK/text" >"$WORK/xz.got" ||
+      fail "xz exited $?"
+  cmp -s "$WORK/xz.want" "$WORK/xz.got" || fail "xz -T2 output differs"
+  check_report "xz -T2"
+fi
+
 if (( ran == 0 )); then
-  echo "SKIPPED: none of ls, sort, python3, sqlite3 found"
+  echo "SKIPPED: none of ls, sort, python3, sqlite3, xz found"
   exit 77
 fi
 if (( failures > 0 )); then

@@ -8,6 +8,9 @@
 //   umemcg cat DIR/GROUP FILE             one memory file
 //   umemcg set DIR/GROUP FILE VALUE       write one (e.g. memory.max 4G)
 //   umemcg metrics DIR                    Prometheus text exposition
+//   umemcg cluster [--redis URL] set-max GROUP SIZE | remove GROUP | tree
+//                  | top [--once]         the cluster quota in Redis
+//                                         (with libumemcg-cluster)
 //
 // Global flags: --bytes (raw byte counts instead of "4.0G"), --root DIR
 // (then DIR/GROUP arguments are group paths below DIR, never "..", never
@@ -19,6 +22,10 @@
 
 #include "commands.h"
 #include "top.h"
+#ifdef UMEMCG_HAVE_CLUSTER
+#include "cluster.h"
+#include "umemcg/files.h"
+#endif
 
 namespace {
 
@@ -37,6 +44,82 @@ int Print(const std::string& command, const StatusOr<std::string>& out) {
   std::fputs(out.value().c_str(), stdout);
   return 0;
 }
+
+#ifdef UMEMCG_HAVE_CLUSTER
+// `umemcg cluster ...` (see cluster.h).
+struct ClusterCli {
+  CLI::App* command = nullptr;
+  CLI::App* set_max = nullptr;
+  CLI::App* remove = nullptr;
+  CLI::App* tree = nullptr;
+  CLI::App* top = nullptr;
+  std::string redis_url, prefix = "umemcg", group, size;
+  umemcg::cli::ClusterTopOptions top_options;
+  double delay_s = 1.0;
+};
+
+void AddClusterCommands(CLI::App& app, ClusterCli& c) {
+  c.command = app.add_subcommand(
+      "cluster", "The cluster quota held in Redis: groups, max, leases");
+  c.command->require_subcommand(1);
+  c.command->add_option("--redis", c.redis_url,
+                        "redis://[[user]:password@]host[:port][/db] "
+                        "(default: $UMEMCG_REDIS, then 127.0.0.1:6379)");
+  c.command->add_option("--prefix", c.prefix, "Key prefix (default umemcg)");
+  c.set_max = c.command->add_subcommand(
+      "set-max", "Set a cluster group's max (creates it and its parents)");
+  c.set_max->add_option("GROUP", c.group, "Cluster group path (a/b)")
+      ->required();
+  c.set_max->add_option("SIZE", c.size, "Size (64G, max, ...)")->required();
+  c.remove = c.command->add_subcommand(
+      "remove", "Remove a cluster group without children or leases");
+  c.remove->add_option("GROUP", c.group, "Cluster group path")->required();
+  c.tree = c.command->add_subcommand(
+      "tree", "Cluster groups with usage, max and each node's lease");
+  c.top = c.command->add_subcommand(
+      "top", "Refreshing table of cluster groups sorted by usage");
+  c.top->add_flag("--once", c.top_options.once,
+                  "Print one table (deltas over one --delay) and exit");
+  c.top->add_flag("-b,--batch", c.top_options.batch,
+                  "Print a table per refresh instead of redrawing");
+  c.top->add_option("-d,--delay", c.delay_s, "Seconds between refreshes")
+      ->check(CLI::Range(0.0, 3600.0));
+  c.top
+      ->add_option("-n,--iterations", c.top_options.iterations,
+                   "Tables to print in batch mode (0: until interrupted)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+int RunCluster(ClusterCli& c, bool raw) {
+  umemcg::ClusterOptions o;
+  o.redis_url = c.redis_url;
+  o.key_prefix = c.prefix;
+  auto cluster = umemcg::Cluster::Connect(o);
+  if (!cluster.ok()) return Fail("cluster", cluster.status());
+  umemcg::Cluster& cl = *cluster.value();
+  if (c.set_max->parsed()) {
+    StatusOr<umemcg::Pages> max = umemcg::ParseMemoryLimit(c.size);
+    if (!max.ok()) return Fail("cluster set-max", max.status());
+    const Status s = cl.SetMax(c.group, max.value());
+    return s.ok() ? 0 : Fail("cluster set-max", s);
+  }
+  if (c.remove->parsed()) {
+    const Status s = cl.RemoveGroup(c.group);
+    return s.ok() ? 0 : Fail("cluster remove", s);
+  }
+  if (c.tree->parsed()) {
+    StatusOr<umemcg::ClusterSnapshot> snap = cl.Snapshot();
+    if (!snap.ok()) return Fail("cluster tree", snap.status());
+    std::fputs(umemcg::cli::RenderClusterTree(snap.value(), raw).c_str(),
+               stdout);
+    return 0;
+  }
+  c.top_options.raw = raw;
+  c.top_options.delay =
+      std::chrono::milliseconds(static_cast<int64_t>(c.delay_s * 1000 + 0.5));
+  return umemcg::cli::RunClusterTop(cl, c.top_options);
+}
+#endif
 
 }  // namespace
 
@@ -90,6 +173,11 @@ int main(int argc, char** argv) {
       "metrics", "Print the tree's metrics in the Prometheus text format");
   metrics->add_option("DIR", target, "Group directory")->required();
 
+#ifdef UMEMCG_HAVE_CLUSTER
+  ClusterCli cluster_cli;
+  AddClusterCommands(app, cluster_cli);
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -98,6 +186,9 @@ int main(int argc, char** argv) {
   }
 
   const std::string command = app.get_subcommands().front()->get_name();
+#ifdef UMEMCG_HAVE_CLUSTER
+  if (cluster_cli.command->parsed()) return RunCluster(cluster_cli, raw);
+#endif
   StatusOr<cli::Target> t = cli::OpenTarget(target, root);
   if (!t.ok()) return Fail(command, t.status());
 

@@ -1,0 +1,515 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// cluster (issue 17): one tenant's memory.max across P processes, leased
+// from a local redis-server (started here: free loopback port, temporary
+// directory). Each process runs T threads; each thread charges 3 pages per
+// op and keeps its last W = 64 charges (uncharging the oldest), so every
+// op is one charge and one uncharge at a steady usage.
+//
+// Variants (side by side, fresh processes each run):
+//   lease       a umemcg group bound to the cluster group (umemcg/
+//               cluster.h): charges from the node's lease
+//   per-charge  no umemcg: an INCRBY (and DECRBY when over max) round trip
+//               per charge and a DECRBY per uncharge, each thread on its
+//               own connection: what a naive integration does
+//   local       a umemcg group with the same max, no cluster
+//
+// Fields: redis_cmds_per_1k_charges (counted client-side: the commands
+// each process sent, between the end of a warm-up of a quarter of the run
+// and its end), fails (charges refused), over_max_pages (the worst of
+// sum(node usage) - max and Redis usage - max, sampled every ~2 ms from
+// shared memory and every ~50 ms from Redis, over the whole run),
+// bound_pages (the documented bound: sum of the outstanding leases, at the
+// worst sample), exact (lease: at quiescence Redis held exactly the sum of
+// the nodes' leases, and 0 after they unbound).
+
+#include "umemcg/cluster.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include "cluster/redis_client.h"
+#include "cluster/redis_process.h"
+#include "cluster/scripts.h"
+#include "harness.h"
+#include "scenarios.h"
+
+namespace umemcg::bench {
+namespace {
+
+using cluster_internal::RedisProcess;
+using cluster_internal::Reply;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kPagesPerOp = 3;
+constexpr size_t kWindow = 64;
+constexpr int kMaxNodes = 64;
+constexpr int kMaxThreads = 64;
+
+// Shared between the parent and its node processes (MAP_SHARED).
+struct alignas(64) ThreadSlot {
+  std::atomic<uint64_t> ops{0};  // published every 256 ops (per-charge: 1)
+  std::atomic<uint64_t> fails{0};
+  std::atomic<uint64_t> commands{0};  // per-charge: Redis commands sent
+};
+struct alignas(64) NodeSlot {
+  std::atomic<uint64_t> usage{0};  // pages
+  std::atomic<uint64_t> lease{0};
+  std::atomic<uint64_t> commands{0};
+  std::atomic<int> ready{0};  // 1: set up; 2: stopped, quiescent
+  std::atomic<int> failed{0};
+  ThreadSlot threads[kMaxThreads];
+};
+struct Shared {
+  std::atomic<int> go{0};
+  std::atomic<int> stop{0};
+  std::atomic<int> unbind{0};
+  NodeSlot nodes[kMaxNodes];
+};
+
+struct Setup {
+  std::string variant;
+  std::string url;
+  std::string prefix;  // lease: key prefix of this run
+  uint64_t max = 0;    // cluster max (pages)
+  int processes = 0;
+  int threads = 0;
+};
+
+// One thread's workload on `charge` / `uncharge` callbacks; `*commands`
+// (per-charge) is published with the counts.
+template <typename Charge, typename Uncharge>
+void Work(Shared& sh, ThreadSlot& slot, const uint64_t* commands,
+          uint64_t publish_mask, Charge charge, Uncharge uncharge) {
+  std::deque<uint64_t> ring;
+  uint64_t ops = 0, fails = 0;
+  auto publish = [&] {
+    // Relaxed: statistics read by the parent.
+    slot.ops.store(ops, std::memory_order_relaxed);
+    slot.fails.store(fails, std::memory_order_relaxed);
+    slot.commands.store(*commands, std::memory_order_relaxed);
+  };
+  while (!sh.stop.load(std::memory_order_relaxed)) {
+    const bool charged = charge();
+    if (charged) {
+      ring.push_back(kPagesPerOp);
+    } else {
+      ++fails;
+    }
+    // Keep the last kWindow charges; after a refusal give one back.
+    if (ring.size() > kWindow || (!charged && !ring.empty())) {
+      uncharge();
+      ring.pop_front();
+    }
+    if ((++ops & publish_mask) == 0) publish();
+  }
+  while (!ring.empty()) {
+    uncharge();
+    ring.pop_front();
+  }
+  publish();
+}
+
+void WaitFlag(const std::atomic<int>& flag) {
+  while (flag.load(std::memory_order_acquire) == 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// A node process; returns its exit status.
+int NodeMain(const Setup& s, Shared& sh, int index) {
+  NodeSlot& me = sh.nodes[index];
+  auto fail = [&me] {
+    me.failed.store(1);
+    me.ready.store(1, std::memory_order_release);
+    return 1;
+  };
+  if (s.variant == "per-charge") {
+    auto url = cluster_internal::ParseRedisUrl(s.url);
+    if (!url.ok()) return fail();
+    std::vector<std::unique_ptr<cluster_internal::RedisConnection>> conns;
+    for (int t = 0; t < s.threads; ++t) {
+      auto c = cluster_internal::RedisConnection::Connect(
+          url.value(), std::chrono::milliseconds(2000),
+          std::chrono::milliseconds(5000));
+      if (!c.ok()) return fail();
+      conns.push_back(std::move(c).value());
+    }
+    const std::string key = s.prefix + ":usage";
+    const std::string max = std::to_string(s.max);
+    me.ready.store(1, std::memory_order_release);
+    WaitFlag(sh.go);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < s.threads; ++t) {
+      threads.emplace_back([&, t] {
+        cluster_internal::RedisConnection& c = *conns[static_cast<size_t>(t)];
+        const std::string n = std::to_string(kPagesPerOp);
+        uint64_t sent = 0;
+        Work(
+            sh, me.threads[t], &sent, /*publish_mask=*/0,
+            [&] {
+              StatusOr<Reply> r = c.Command({"INCRBY", key, n});
+              bool ok = r.ok();
+              if (ok && r.value().integer > static_cast<int64_t>(s.max)) {
+                (void)c.Command({"DECRBY", key, n});
+                ok = false;
+              }
+              sent = c.commands();
+              return ok;
+            },
+            [&] {
+              (void)c.Command({"DECRBY", key, n});
+              sent = c.commands();
+            });
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    me.ready.store(2, std::memory_order_release);
+    WaitFlag(sh.unbind);
+    return 0;
+  }
+
+  auto ctrl = Controller::Create({});
+  if (!ctrl.ok()) return fail();
+  auto g = ctrl.value()->CreateGroup(ctrl.value()->root(), "tenant");
+  if (!g.ok()) return fail();
+  Group& group = *g.value();
+  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<ClusterBinding> binding;
+  if (s.variant == "lease") {
+    ClusterOptions o;
+    o.redis_url = s.url;
+    o.key_prefix = s.prefix;
+    auto c = Cluster::Connect(o);
+    if (!c.ok()) return fail();
+    cluster = std::move(c).value();
+    auto b = cluster->Bind(group, "tenant");
+    if (!b.ok()) return fail();
+    binding = std::move(b).value();
+  } else if (!group.SetMax(Pages(s.max)).ok()) {
+    return fail();
+  }
+  auto publish = [&] {
+    me.usage.store(group.usage().raw(), std::memory_order_relaxed);
+    if (binding) {
+      const ClusterLeaseState st = binding->state();
+      me.lease.store(st.lease.raw(), std::memory_order_relaxed);
+      me.commands.store(st.redis_commands, std::memory_order_relaxed);
+    }
+  };
+  publish();
+  me.ready.store(1, std::memory_order_release);
+  WaitFlag(sh.go);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < s.threads; ++t) {
+    threads.emplace_back([&, t] {
+      const uint64_t none = 0;
+      Work(
+          sh, me.threads[t], &none, /*publish_mask=*/255,
+          [&] { return group.TryCharge(Pages(kPagesPerOp)).ok(); },
+          [&] { group.Uncharge(Pages(kPagesPerOp)); });
+    });
+  }
+  while (!sh.stop.load(std::memory_order_relaxed)) {
+    publish();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (std::thread& t : threads) t.join();
+  ctrl.value()->DrainAllStocks(group);
+  if (group.usage() != Pages(0)) me.failed.store(1);  // unbalanced
+  if (binding && !binding->Sync().ok()) me.failed.store(1);
+  publish();
+  me.ready.store(2, std::memory_order_release);
+  // Keep publishing until told to unbind (the background thread may still
+  // return surplus; the parent waits for agreement).
+  while (!sh.unbind.load(std::memory_order_acquire)) {
+    publish();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (binding && !binding->Unbind().ok()) return 1;
+  binding.reset();
+  cluster.reset();
+  g.value().reset();
+  return 0;
+}
+
+uint64_t SumNodes(const Shared& sh, const Setup& s,
+                  std::atomic<uint64_t> NodeSlot::*field) {
+  uint64_t v = 0;
+  for (int i = 0; i < s.processes; ++i) {
+    v += (sh.nodes[i].*field).load(std::memory_order_relaxed);
+  }
+  return v;
+}
+
+uint64_t SumThreads(const Shared& sh, const Setup& s,
+                    std::atomic<uint64_t> ThreadSlot::*field) {
+  uint64_t v = 0;
+  for (int i = 0; i < s.processes; ++i) {
+    for (int t = 0; t < s.threads; ++t) {
+      v += (sh.nodes[i].threads[t].*field).load(std::memory_order_relaxed);
+    }
+  }
+  return v;
+}
+
+// Commands sent: per-charge counts per thread, lease per node.
+uint64_t Commands(const Shared& sh, const Setup& s) {
+  return SumThreads(sh, s, &ThreadSlot::commands) +
+         SumNodes(sh, s, &NodeSlot::commands);
+}
+
+// Redis usage of the run's counter / cluster group, or nullopt.
+std::optional<uint64_t> RedisUsage(RedisProcess& redis, Cluster* admin,
+                                   const Setup& s) {
+  if (admin != nullptr) {
+    auto snap = admin->Snapshot();
+    if (!snap.ok()) return std::nullopt;
+    for (const ClusterGroupInfo& g : snap.value().groups) {
+      if (g.path == "tenant") return g.usage.raw();
+    }
+    return 0;
+  }
+  if (s.variant != "per-charge") return 0;
+  StatusOr<Reply> r = redis.Command({"GET", s.prefix + ":usage"});
+  if (!r.ok()) return std::nullopt;
+  if (r.value().type != Reply::Type::kString) return 0;
+  return std::strtoull(r.value().str.c_str(), nullptr, 10);
+}
+
+StatusOr<Sample> RunOnce(RedisProcess& redis, const Setup& s, double seconds) {
+  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return Failed("cluster: mmap failed");
+  Shared* sh = new (mem) Shared();
+  if (s.variant == "lease") {
+    // The cluster group, created without a Cluster here: the parent starts
+    // no thread before forking its nodes.
+    StatusOr<Reply> r =
+        redis.Command({"EVAL", cluster_internal::kSetMaxScript, "1",
+                       "{" + s.prefix + "}", "tenant", std::to_string(s.max)});
+    if (!r.ok() || r.value().is_error()) {
+      munmap(mem, sizeof(Shared));
+      return Failed("cluster: cannot create the cluster group");
+    }
+  }
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (int i = 0; i < s.processes; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(NodeMain(s, *sh, i));
+    if (pid < 0) break;
+    pids.push_back(pid);
+  }
+  Status status;
+  auto reap = [&](int sig) {
+    for (pid_t pid : pids) {
+      if (sig != 0) kill(pid, sig);
+      int ws = 0;
+      waitpid(pid, &ws, 0);
+      if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        if (status.ok()) status = Failed("cluster: a node process failed");
+      }
+    }
+    pids.clear();
+  };
+  if (static_cast<int>(pids.size()) != s.processes) {
+    sh->stop.store(1);
+    sh->go.store(1);
+    sh->unbind.store(1);
+    reap(SIGKILL);
+    munmap(mem, sizeof(Shared));
+    return Failed("cluster: fork failed");
+  }
+  // Every node set up (bound, connected).
+  const auto setup_deadline = Clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < s.processes; ++i) {
+    while (sh->nodes[i].ready.load(std::memory_order_acquire) == 0 &&
+           Clock::now() < setup_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (sh->nodes[i].failed.load() != 0 || sh->nodes[i].ready.load() == 0) {
+      status = Failed("cluster: node setup failed (" + s.variant + ")");
+    }
+  }
+  std::unique_ptr<Cluster> admin;
+  if (status.ok() && s.variant == "lease") {
+    ClusterOptions o;
+    o.redis_url = s.url;
+    o.key_prefix = s.prefix;
+    auto c = Cluster::Connect(o);
+    if (c.ok()) admin = std::move(c).value();
+  }
+  Sample out;
+  uint64_t worst_over = 0, bound_at_worst = 0;
+  auto sample = [&](bool with_redis) {
+    const uint64_t used = SumNodes(*sh, s, &NodeSlot::usage);
+    const uint64_t leased = SumNodes(*sh, s, &NodeSlot::lease);
+    uint64_t over = used > s.max ? used - s.max : 0;
+    if (with_redis) {
+      const std::optional<uint64_t> r = RedisUsage(redis, admin.get(), s);
+      if (r && *r > s.max) over = std::max(over, *r - s.max);
+    }
+    if (over >= worst_over) {
+      worst_over = over;
+      bound_at_worst = leased;
+    }
+  };
+  if (status.ok()) {
+    sh->go.store(1, std::memory_order_release);
+    const auto start = Clock::now();
+    const auto warm = start + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(seconds / 4));
+    const auto end = start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(seconds));
+    uint64_t ops0 = 0, cmds0 = 0;
+    Clock::time_point t0 = start;
+    bool warmed = false;
+    int tick = 0;
+    while (Clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      sample(++tick % 25 == 0);
+      if (!warmed && Clock::now() >= warm) {
+        warmed = true;
+        t0 = Clock::now();
+        ops0 = SumThreads(*sh, s, &ThreadSlot::ops);
+        cmds0 = Commands(*sh, s);
+      }
+    }
+    const auto t1 = Clock::now();
+    const uint64_t ops1 = SumThreads(*sh, s, &ThreadSlot::ops);
+    const uint64_t cmds1 = Commands(*sh, s);
+    sh->stop.store(1, std::memory_order_release);
+    out.seconds = std::chrono::duration<double>(t1 - t0).count();
+    out.ops = static_cast<double>(ops1 - ops0);
+    out.fields["redis_cmds_per_1k_charges"] =
+        ops1 > ops0 ? 1000.0 * static_cast<double>(cmds1 - cmds0) /
+                          static_cast<double>(ops1 - ops0)
+                    : 0;
+    // Quiescence: every node stopped, uncharged, drained (and synced).
+    const auto q_deadline = Clock::now() + std::chrono::seconds(60);
+    for (int i = 0; i < s.processes; ++i) {
+      while (sh->nodes[i].ready.load(std::memory_order_acquire) != 2 &&
+             Clock::now() < q_deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (sh->nodes[i].failed.load() != 0) status = Failed("cluster: sync");
+    }
+    sample(true);
+    out.fields["fails"] =
+        static_cast<double>(SumThreads(*sh, s, &ThreadSlot::fails));
+    out.fields["over_max_pages"] = static_cast<double>(worst_over);
+    out.fields["bound_pages"] = static_cast<double>(bound_at_worst);
+    out.fields["processes"] = s.processes;
+    out.fields["max_pages"] = static_cast<double>(s.max);
+    bool exact = true;
+    if (s.variant == "lease") {
+      // Redis holds exactly the nodes' leases (they may still be
+      // returning surplus: wait for agreement, bounded).
+      exact = false;
+      const auto deadline = Clock::now() + std::chrono::seconds(20);
+      while (!exact && Clock::now() < deadline) {
+        const uint64_t leased = SumNodes(*sh, s, &NodeSlot::lease);
+        const std::optional<uint64_t> r = RedisUsage(redis, admin.get(), s);
+        exact = r && *r == leased && SumNodes(*sh, s, &NodeSlot::usage) == 0;
+        if (!exact) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    sh->unbind.store(1, std::memory_order_release);
+    reap(0);
+    const std::optional<uint64_t> after = RedisUsage(redis, admin.get(), s);
+    exact = exact && after && *after == 0;
+    out.fields["exact"] = exact ? 1 : 0;
+    if (status.ok() && !exact) {
+      status = Failed(
+          "cluster: Redis did not hold exactly the nodes' leases "
+          "at quiescence (" +
+          s.variant + ")");
+    }
+  } else {
+    sh->stop.store(1);
+    sh->go.store(1);
+    sh->unbind.store(1);
+    reap(SIGKILL);
+  }
+  admin.reset();
+  munmap(mem, sizeof(Shared));
+  if (!status.ok()) return status;
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Result>> RunCluster(const Params& p) {
+  auto redis = RedisProcess::Start();
+  if (!redis.ok()) {
+    return Failed("cluster: cannot start redis-server: " +
+                  redis.status().ToString());
+  }
+  const int processes = p.processes > 0 ? std::min(p.processes, kMaxNodes) : 2;
+  const int threads = p.threads > 0 ? std::min(p.threads, kMaxThreads) : 2;
+  // Demand: every thread's window plus a batch of stock per thread; the
+  // max leaves 50% headroom so leases (with their chunks) fit.
+  const uint64_t demand = static_cast<uint64_t>(processes) *
+                          static_cast<uint64_t>(threads) *
+                          (kWindow * kPagesPerOp + 64);
+  const uint64_t max = demand * 3 / 2;
+  std::vector<Config> configs;
+  int run = 0;
+  // The worst over-max of any repeat, per variant (fields are medians).
+  std::map<std::string, double> worst;
+  for (const std::string v : {"lease", "per-charge", "local"}) {
+    if (!Wanted(p, v, {"lease", "per-charge", "local"})) continue;
+    Config c;
+    c.variant = v;
+    c.threads = processes * threads;
+    c.mode = "process";
+    RedisProcess* r = redis.value().get();
+    c.run = [r, v, processes, threads, max, &p, &run,
+             &worst]() -> StatusOr<Sample> {
+      Setup s;
+      s.variant = v;
+      s.url = r->url();
+      s.prefix = Numbered("bench", ++run);
+      s.max = max;
+      s.processes = processes;
+      s.threads = threads;
+      StatusOr<Sample> out = RunOnce(*r, s, p.seconds);
+      if (out.ok()) {
+        worst[v] = std::max(worst[v], out.value().fields["over_max_pages"]);
+      }
+      return out;
+    };
+    configs.push_back(std::move(c));
+  }
+  auto results =
+      RunInterleaved("cluster", std::move(configs), p.repeat, p.progress);
+  if (!results.ok()) return results;
+  // Ratios side by side: lease vs local and vs per-charge.
+  double lease = NAN, local = NAN, per_charge = NAN;
+  for (const Result& r : results.value()) {
+    if (r.variant == "lease") lease = r.ops_per_sec;
+    if (r.variant == "local") local = r.ops_per_sec;
+    if (r.variant == "per-charge") per_charge = r.ops_per_sec;
+  }
+  for (Result& r : results.value()) {
+    r.fields["over_max_worst_pages"] = worst[r.variant];
+    if (r.variant != "lease") continue;
+    r.fields["vs_local"] = lease / local;
+    r.fields["vs_per_charge"] = lease / per_charge;
+  }
+  return results;
+}
+
+}  // namespace umemcg::bench

@@ -1,0 +1,477 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The node-level stock: lease policy and the charge path's hooks.
+
+#include "cluster/binding.h"
+
+#include <algorithm>
+#include <array>
+
+#include "cluster/scripts.h"
+#include "umemcg/files.h"
+
+namespace umemcg {
+
+using cluster_internal::Reply;
+using internal::ExternalVerdict;
+
+namespace {
+
+// Script statuses (scripts.h).
+constexpr int kGranted = 0;
+constexpr int kPartial = 1;
+constexpr int kRefused = 2;
+constexpr int kForced = 3;
+constexpr int kStale = 4;
+
+constexpr std::array<internal::ExternalLimit::FileSpec, 5> kFiles = {{
+    {"memory.cluster.group", true, false},
+    {"memory.cluster.max", true, true},
+    {"memory.cluster.current", true, false},
+    {"memory.cluster.stat", true, false},
+    {"memory.cluster.events", true, false},
+}};
+
+uint64_t AsCount(int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : 0; }
+
+StatusOr<int64_t> IntAt(const Reply& r, size_t i) {
+  if (i >= r.elements.size() || r.elements[i].type != Reply::Type::kInteger) {
+    return Status(
+        StatusCode::kFailedPrecondition,
+        "redis: malformed lease reply (element " + std::to_string(i) + ")");
+  }
+  return r.elements[i].integer;
+}
+
+std::string Line(const char* key, uint64_t v) {
+  return std::string(key) + " " + std::to_string(v) + "\n";
+}
+
+}  // namespace
+
+ClusterBinding::Impl::Impl(std::shared_ptr<cluster_internal::ClusterCore> core,
+                           Group& group, std::string cluster_group)
+    : core_(std::move(core)),
+      group_ptr_(&group),
+      group_(&group),
+      cluster_group_(std::move(cluster_group)),
+      owner_(core_->NewLeaseOwner()),
+      busy_window_(
+          std::min(core_->heartbeat(), std::chrono::milliseconds(1000))),
+      chunk_(core_->options().min_chunk.raw()) {
+  room_.store(static_cast<int64_t>(kPageCounterMax.raw()),
+              std::memory_order_relaxed);
+}
+
+ClusterBinding::Impl::~Impl() = default;
+
+bool ClusterBinding::Impl::ExpiredAt(Clock::time_point now) const {
+  return now.time_since_epoch().count() >=
+         expiry_.load(std::memory_order_relaxed);
+}
+
+bool ClusterBinding::Impl::Admits(uint64_t usage) {
+  // seq_cst: pairs with ReturnLocked (see binding.h).
+  if (usage > limit_.load(std::memory_order_seq_cst)) return false;
+  return !ExpiredAt(Clock::now());
+}
+
+uint64_t ClusterBinding::Impl::Margin(uint64_t usage) {
+  if (ExpiredAt(Clock::now())) return 0;
+  const uint64_t lim = limit_.load(std::memory_order_seq_cst);
+  return lim > usage ? lim - usage : 0;
+}
+
+void ClusterBinding::Impl::OnForced() {
+  forced_.store(true, std::memory_order_relaxed);
+  core_->Wake();
+}
+
+ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
+                                           bool reclaimed) {
+  const Clock::time_point now = Clock::now();
+  if (!may_block) {
+    // No network on this thread: a recent refusal stands; otherwise the
+    // background thread grows the lease and the caller may retry.
+    const int64_t refused = refused_at_.load(std::memory_order_relaxed);
+    if (refused != 0 &&
+        now.time_since_epoch().count() - refused <
+            Clock::duration(core_->options().poll_interval).count()) {
+      return ExternalVerdict::kRefused;
+    }
+    short_.store(true, std::memory_order_relaxed);
+    core_->Wake();
+    return ExternalVerdict::kUnavailable;
+  }
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout)) {
+    unavailable_.fetch_add(1, std::memory_order_relaxed);
+    return ExternalVerdict::kUnavailable;
+  }
+  if (unbound_) return ExternalVerdict::kGranted;
+  // Another thread may have grown the lease while this one waited.
+  if (Admits(usage)) return ExternalVerdict::kGranted;
+  if (!core_->connected()) {
+    unavailable_.fetch_add(1, std::memory_order_relaxed);
+    return ExternalVerdict::kUnavailable;
+  }
+  const uint64_t lease = limit_.load(std::memory_order_relaxed);
+  // Near the cluster max (the deficit is more than the room Redis last
+  // reported), local reclaim comes first: refuse without asking until this
+  // charge has reclaimed. After a refusal, trust it for one poll interval:
+  // at most about one refused round trip per poll interval per node while
+  // the cluster stays full.
+  const int64_t deficit = static_cast<int64_t>(usage - std::min(usage, lease));
+  if (deficit > room_.load(std::memory_order_relaxed)) {
+    const int64_t refused = refused_at_.load(std::memory_order_relaxed);
+    if (!reclaimed ||
+        (refused != 0 &&
+         now.time_since_epoch().count() - refused <
+             Clock::duration(core_->options().poll_interval).count())) {
+      return ExternalVerdict::kRefused;
+    }
+  }
+  // Never ask below the current lease here: lowering goes through
+  // ReturnLocked only.
+  const uint64_t want = std::max(usage + NextChunkLocked(now), lease);
+  StatusOr<Outcome> r = RequestLocked(want, usage, /*force=*/false,
+                                      /*may_reconnect=*/false);
+  if (!r.ok()) {
+    if (r.status().code() == StatusCode::kAgain) {
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return ExternalVerdict::kUnavailable;
+    }
+    // The cluster group was removed, a script error: refuse.
+    refusals_.fetch_add(1, std::memory_order_relaxed);
+    return ExternalVerdict::kRefused;
+  }
+  switch (r.value().status) {
+    case kGranted:
+    case kPartial:
+      grants_.fetch_add(1, std::memory_order_relaxed);
+      return Admits(usage) ? ExternalVerdict::kGranted
+                           : ExternalVerdict::kRefused;
+    case kRefused:
+      refusals_.fetch_add(1, std::memory_order_relaxed);
+      refused_at_.store(now.time_since_epoch().count(),
+                        std::memory_order_relaxed);
+      return ExternalVerdict::kRefused;
+    default:
+      return ExternalVerdict::kUnavailable;
+  }
+}
+
+uint64_t ClusterBinding::Impl::NextChunkLocked(Clock::time_point now) {
+  const uint64_t min_chunk = core_->options().min_chunk.raw();
+  const uint64_t max_chunk = core_->options().max_chunk.raw();
+  if (last_grow_ != Clock::time_point{} && now - last_grow_ < busy_window_) {
+    chunk_ = std::min(chunk_ * 2, max_chunk);  // busy: grow the chunk
+  }
+  chunk_ = std::max(chunk_, min_chunk);
+  last_grow_ = now;
+  uint64_t c = chunk_;
+  // Near the cluster max, take at most a quarter of what is left, so that
+  // the other nodes still find room.
+  const int64_t room = room_.load(std::memory_order_relaxed);
+  c = std::min<uint64_t>(c, room > 0 ? static_cast<uint64_t>(room) / 4 : 0);
+  chunk_seen_.store(c, std::memory_order_relaxed);
+  return c;
+}
+
+StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
+    uint64_t want, uint64_t need, bool force, bool may_reconnect) {
+  const ClusterOptions& o = core_->options();
+  ++seq_;
+  const Clock::time_point sent_at = Clock::now();
+  std::vector<std::string> args = {cluster_group_,
+                                   owner_,
+                                   std::to_string(seq_),
+                                   std::to_string(want),
+                                   std::to_string(need),
+                                   force ? "1" : "0",
+                                   std::to_string(o.lease_ttl.count())};
+  uint64_t sent = 0;
+  StatusOr<Reply> r = core_->Run(cluster_internal::kLeaseScript, args,
+                                 may_reconnect, o.command_timeout, &sent);
+  commands_.fetch_add(sent, std::memory_order_relaxed);
+  if (!r.ok()) return r.status();
+  const Reply& reply = r.value();
+  if (reply.is_error()) return cluster_internal::ScriptError(reply);
+  if (reply.type != Reply::Type::kArray || reply.elements.size() != 9) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "redis: malformed lease reply");
+  }
+  int64_t v[8];
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 8}) {
+    StatusOr<int64_t> x = IntAt(reply, i);
+    if (!x.ok()) return x.status();
+    v[i == 8 ? 7 : i] = x.value();
+  }
+  Outcome out;
+  out.status = static_cast<int>(v[0]);
+  out.lease = AsCount(v[1]);
+  if (out.status != kStale) {
+    // After Redis confirmed: raise (or, reconciling, set) the lease. The
+    // local expiry counts from before the request was sent, so it comes
+    // no later than the server's minus the margin.
+    const uint64_t before = limit_.load(std::memory_order_seq_cst);
+    reconcile_ = out.lease < before && out.lease < Usage();
+    limit_.store(out.lease, std::memory_order_seq_cst);
+    expiry_.store((sent_at + o.lease_ttl - core_->safety_margin())
+                      .time_since_epoch()
+                      .count(),
+                  std::memory_order_relaxed);
+    if (v[7] != 0 && had_lease_) lost_.fetch_add(1, std::memory_order_relaxed);
+    had_lease_ = out.lease > 0;
+    if (out.status == kForced) {
+      forced_grants_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  room_.store(v[3], std::memory_order_relaxed);
+  cluster_usage_.store(AsCount(v[4]), std::memory_order_relaxed);
+  cluster_max_.store(AsCount(v[5]), std::memory_order_relaxed);
+  cluster_events_.store(AsCount(v[6]), std::memory_order_relaxed);
+  next_heartbeat_ = sent_at + core_->heartbeat();
+  return out;
+}
+
+void ClusterBinding::Impl::ReturnLocked(uint64_t target) {
+  const uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  if (target >= lease) return;
+  // Lower first, then check usage (see binding.h): a charger either sees
+  // the new limit or this thread sees its pages.
+  limit_.store(target, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (Usage() > target) {
+    limit_.store(lease, std::memory_order_seq_cst);
+    return;
+  }
+  StatusOr<Outcome> r = RequestLocked(target, target, /*force=*/false,
+                                      /*may_reconnect=*/false);
+  // On failure the lease stays lowered here; the next renewal (which asks
+  // for the local lease) makes Redis agree.
+  if (r.ok()) returns_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ClusterBinding::Impl::Tick(Clock::time_point now) {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout))
+    return;
+  if (unbound_ || !core_->connected()) return;
+  const uint64_t min_chunk = core_->options().min_chunk.raw();
+  const uint64_t usage = Usage();
+  const uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  const bool forced = forced_.exchange(false, std::memory_order_relaxed);
+  const bool ran_short = short_.exchange(false, std::memory_order_relaxed);
+  // Usage the lease does not cover. After a forced charge it is in use, so
+  // Redis must count it, past max if need be. Otherwise it may be a charge
+  // in flight (counted, then refused and given back): ask only for what
+  // fits, so a transient never pushes the cluster over max.
+  if (usage > lease) {
+    (void)RequestLocked(usage, usage, /*force=*/forced || reconcile_, false);
+    return;
+  }
+  const int64_t room = room_.load(std::memory_order_relaxed);
+  // Prefetch below the low-water mark (half a chunk left), or for a
+  // non-blocking charge that ran short, while the cluster has room.
+  if (room > 0 && (ran_short || lease - usage < chunk_ / 2)) {
+    const uint64_t want = std::max(usage + NextChunkLocked(now), lease);
+    if (want > lease) {
+      StatusOr<Outcome> r = RequestLocked(want, lease, false, false);
+      if (r.ok() && r.value().lease > lease) {
+        grants_.fetch_add(1, std::memory_order_relaxed);
+      }
+      return;
+    }
+  }
+  // Idle: halve the chunk once per busy window after four quiet ones.
+  if (now - last_grow_ > 4 * busy_window_ && now - last_decay_ > busy_window_ &&
+      chunk_ > min_chunk) {
+    chunk_ = std::max(chunk_ / 2, min_chunk);
+    last_decay_ = now;
+  }
+  // Return the surplus: all of the unused lease while the cluster is over
+  // its max, else what exceeds one chunk once usage is two chunks below
+  // the lease (refill_stock draining above the batch, one level up).
+  if (room < 0 && lease > usage) {
+    ReturnLocked(usage);
+    return;
+  }
+  if (lease > usage + 2 * chunk_) {
+    ReturnLocked(usage + chunk_);
+    return;
+  }
+  if (now >= next_heartbeat_) {
+    StatusOr<Outcome> r = RequestLocked(lease, std::min(lease, usage),
+                                        /*force=*/true, false);
+    if (r.ok()) renewals_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+Status ClusterBinding::Impl::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t usage = Usage();
+    StatusOr<Outcome> r =
+        RequestLocked(usage + core_->options().min_chunk.raw(), usage,
+                      /*force=*/false, /*may_reconnect=*/true);
+    if (!r.ok()) return r.status();
+    if (r.value().status == kRefused) {
+      (void)RequestLocked(0, 0, false, true);
+      return Status(StatusCode::kResourceExhausted,
+                    "cluster group '" + cluster_group_ +
+                        "' cannot fit the group's current usage");
+    }
+    grants_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status s = internal::ExternalLimits::Attach(*group_ptr_, this);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    unbound_ = true;
+    (void)RequestLocked(0, 0, false, true);
+    group_.reset();
+    return s;
+  }
+  return Status::Ok();
+}
+
+Status ClusterBinding::Impl::Unbind() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unbound_) return Status::Ok();
+  }
+  // Outside mu_: Detach waits for chargers, which may wait for mu_.
+  (void)internal::ExternalLimits::Detach(*group_ptr_, this);
+  core_->Unregister(this);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (unbound_) return Status::Ok();
+  unbound_ = true;
+  limit_.store(0, std::memory_order_seq_cst);
+  StatusOr<Outcome> r = RequestLocked(0, 0, false, /*may_reconnect=*/true);
+  group_.reset();
+  if (!r.ok()) {
+    return Status(r.status().code(),
+                  "lease not returned (it expires on the server): " +
+                      std::string(r.status().message()));
+  }
+  return Status::Ok();
+}
+
+Status ClusterBinding::Impl::Sync() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (unbound_) return Status(StatusCode::kFailedPrecondition, "unbound");
+  const uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  const uint64_t usage = Usage();
+  StatusOr<Outcome> r = RequestLocked(std::max(lease, usage), usage,
+                                      /*force=*/true, /*may_reconnect=*/true);
+  if (!r.ok()) return r.status();
+  renewals_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+ClusterLeaseState ClusterBinding::Impl::State() const {
+  ClusterLeaseState s;
+  constexpr auto kR = std::memory_order_relaxed;
+  s.cluster_group = cluster_group_;
+  s.lease_owner = owner_;
+  s.lease = Pages(limit_.load(std::memory_order_seq_cst));
+  s.usage = Pages(Usage());
+  s.chunk = Pages(chunk_seen_.load(kR));
+  const Clock::time_point now = Clock::now();
+  s.expired = ExpiredAt(now);
+  if (!s.expired) {
+    s.expires_in = std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::duration(expiry_.load(kR)) - now.time_since_epoch());
+  }
+  s.connected = core_->connected();
+  s.cluster_usage = Pages(cluster_usage_.load(kR));
+  s.cluster_max = Pages(cluster_max_.load(kR));
+  s.cluster_room = Pages(AsCount(room_.load(kR)));
+  s.cluster_max_events = cluster_events_.load(kR);
+  s.grants = grants_.load(kR);
+  s.refusals = refusals_.load(kR);
+  s.returns = returns_.load(kR);
+  s.renewals = renewals_.load(kR);
+  s.unavailable = unavailable_.load(kR);
+  s.lease_lost = lost_.load(kR);
+  s.forced = forced_grants_.load(kR);
+  s.redis_commands = commands_.load(kR);
+  return s;
+}
+
+std::span<const internal::ExternalLimit::FileSpec> ClusterBinding::Impl::Files()
+    const {
+  return kFiles;
+}
+
+StatusOr<std::string> ClusterBinding::Impl::ReadFile(std::string_view name) {
+  const ClusterLeaseState s = State();
+  if (name == "memory.cluster.group") return cluster_group_ + "\n";
+  if (name == "memory.cluster.max") return FormatMemoryLimit(s.cluster_max);
+  if (name == "memory.cluster.current") {
+    return std::to_string(s.cluster_usage.in_bytes()) + "\n";
+  }
+  if (name == "memory.cluster.events") {
+    return Line("max", s.cluster_max_events);
+  }
+  if (name == "memory.cluster.stat") {
+    std::string out;
+    out += Line("lease_bytes", s.lease.in_bytes());
+    out += Line("usage_bytes", s.usage.in_bytes());
+    out += Line("chunk_bytes", s.chunk.in_bytes());
+    out += Line("room_bytes", s.cluster_room.in_bytes());
+    out += Line("expires_in_ms", AsCount(s.expires_in.count()));
+    out += Line("expired", s.expired ? 1 : 0);
+    out += Line("connected", s.connected ? 1 : 0);
+    out += Line("grants", s.grants);
+    out += Line("refusals", s.refusals);
+    out += Line("returns", s.returns);
+    out += Line("renewals", s.renewals);
+    out += Line("unavailable", s.unavailable);
+    out += Line("lease_lost", s.lease_lost);
+    out += Line("forced", s.forced);
+    out += Line("redis_commands", s.redis_commands);
+    return out;
+  }
+  return Status(StatusCode::kNotFound, "no such file: " + std::string(name));
+}
+
+Status ClusterBinding::Impl::WriteFile(std::string_view name,
+                                       std::string_view text, bool may_block) {
+  if (name != "memory.cluster.max") {
+    return Status(StatusCode::kPermissionDenied, "file is read-only");
+  }
+  if (!may_block) {
+    return Status(StatusCode::kAgain, "memory.cluster.max would block");
+  }
+  StatusOr<Pages> max = ParseMemoryLimit(text);
+  if (!max.ok()) return max.status();
+  uint64_t sent = 0;
+  StatusOr<Reply> r = core_->Run(
+      cluster_internal::kSetMaxScript,
+      {cluster_group_, std::to_string(max.value().raw())},
+      /*may_reconnect=*/true, core_->options().command_timeout, &sent);
+  commands_.fetch_add(sent, std::memory_order_relaxed);
+  if (!r.ok()) return r.status();
+  if (r.value().is_error()) return cluster_internal::ScriptError(r.value());
+  cluster_max_.store(max.value().raw(), std::memory_order_relaxed);
+  core_->Wake();
+  return Status::Ok();
+}
+
+// ---- ClusterBinding ----
+
+ClusterBinding::ClusterBinding(std::shared_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+ClusterBinding::~ClusterBinding() { (void)impl_->Unbind(); }
+
+Status ClusterBinding::Unbind() { return impl_->Unbind(); }
+Status ClusterBinding::Sync() { return impl_->Sync(); }
+ClusterLeaseState ClusterBinding::state() const { return impl_->State(); }
+Group& ClusterBinding::group() const { return impl_->group(); }
+const std::string& ClusterBinding::cluster_group() const {
+  return impl_->cluster_group();
+}
+
+}  // namespace umemcg

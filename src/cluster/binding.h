@@ -1,0 +1,136 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// ClusterBinding::Impl: the node-level stock. It is the bound group's
+// ExternalLimit (src/external_limit.h): the charge path admits usage up to
+// `limit_` (the lease) while the lease has not expired locally, and asks
+// Grow for more. The background thread (Tick) renews, prefetches, returns
+// surplus and reconciles forced usage.
+//
+// Invariant (Redis never holds less than the node uses, outside forced
+// charges and server-side data loss): a grow raises `limit_` only after
+// Redis confirmed it; a return lowers `limit_` first, checks that usage
+// still fits (a seq_cst store, fence and load against the chargers'
+// seq_cst counter increment and seq_cst load of `limit_`: either the
+// charger sees the lower limit or the returner sees its pages) and only
+// then tells Redis. Lease requests carry the absolute lease wanted and a
+// per-binding sequence number, so a retried or duplicated request cannot
+// count twice.
+//
+// Thread safety: Admits/Grow/Margin from any charging thread; requests to
+// Redis serialized by mu_ (locked with LockWithin: a charging thread waits
+// at most the command timeout).
+
+#ifndef UMEMCG_SRC_CLUSTER_BINDING_H_
+#define UMEMCG_SRC_CLUSTER_BINDING_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cluster/cluster_core.h"
+#include "external_limit.h"
+#include "umemcg/cluster.h"
+
+namespace umemcg {
+
+class ClusterBinding::Impl final : public internal::ExternalLimit,
+                                   public cluster_internal::Tickable {
+ public:
+  using Clock = cluster_internal::Clock;
+
+  Impl(std::shared_ptr<cluster_internal::ClusterCore> core, Group& group,
+       std::string cluster_group);
+  ~Impl() override;
+
+  // The first lease (covering current usage), then attaches to the group.
+  Status Start();
+  Status Unbind();
+  Status Sync();
+  ClusterLeaseState State() const;
+  Group& group() const { return *group_ptr_; }
+  const std::string& cluster_group() const { return cluster_group_; }
+
+  // internal::ExternalLimit
+  bool Admits(uint64_t usage) override;
+  internal::ExternalVerdict Grow(uint64_t usage, bool may_block,
+                                 bool reclaimed) override;
+  uint64_t Margin(uint64_t usage) override;
+  void OnForced() override;
+  std::span<const FileSpec> Files() const override;
+  StatusOr<std::string> ReadFile(std::string_view name) override;
+  Status WriteFile(std::string_view name, std::string_view text,
+                   bool may_block) override;
+
+  // cluster_internal::Tickable
+  void Tick(Clock::time_point now) override;
+
+ private:
+  // What a lease request returned.
+  struct Outcome {
+    int status = 0;  // the script's status (scripts.h)
+    uint64_t lease = 0;
+  };
+
+  // REQUIRES: mu_ held. One lease script round trip; on success updates
+  // limit_ (unless stale), the local expiry and the cluster view.
+  StatusOr<Outcome> RequestLocked(uint64_t want, uint64_t need, bool force,
+                                  bool may_reconnect);
+  // REQUIRES: mu_ held. The chunk to ask for beyond `need` at `now`
+  // (doubles while grows come within one busy window, capped near the
+  // cluster max).
+  uint64_t NextChunkLocked(Clock::time_point now);
+  // REQUIRES: mu_ held. Lowers the lease to `target` if usage allows.
+  void ReturnLocked(uint64_t target);
+  bool ExpiredAt(Clock::time_point now) const;
+  uint64_t Usage() const { return group_ptr_->usage().raw(); }
+
+  const std::shared_ptr<cluster_internal::ClusterCore> core_;
+  Group* const group_ptr_;
+  GroupRef group_;  // released by Unbind
+  const std::string cluster_group_;
+  const std::string owner_;  // this binding's name in the lease tables
+  const std::chrono::milliseconds busy_window_;
+
+  // Read by every slow-path charge of the group: the lease (pages) and its
+  // local expiry (Clock ticks). seq_cst on limit_ (see the file comment);
+  // expiry_ is relaxed: a charge racing with a renewal may see the old
+  // expiry, which only refuses earlier.
+  alignas(64) std::atomic<uint64_t> limit_{0};
+  std::atomic<int64_t> expiry_{0};
+  // Set by chargers (forced charge; a non-blocking charge ran short) for
+  // the background thread. Relaxed: a hint, re-derived from usage anyway.
+  std::atomic<bool> forced_{false};
+  std::atomic<bool> short_{false};
+  // The cluster refused a needed grow at this time (Clock ticks; 0 never):
+  // non-blocking charges then fail as kResourceExhausted, not kAgain.
+  std::atomic<int64_t> refused_at_{0};
+
+  // Requests to Redis, and the policy state they update.
+  mutable std::mutex mu_;
+  bool unbound_ = false;    // guarded by mu_
+  uint64_t seq_ = 0;        // guarded by mu_
+  uint64_t chunk_;          // guarded by mu_
+  bool had_lease_ = false;  // guarded by mu_
+  // Redis answered with less than this node had (its lease expired while
+  // cut off, or a restart lost a write) and usage was above it: the next
+  // tick counts the usage, past max if need be.
+  bool reconcile_ = false;              // guarded by mu_
+  Clock::time_point last_grow_{};       // guarded by mu_
+  Clock::time_point last_decay_{};      // guarded by mu_
+  Clock::time_point next_heartbeat_{};  // guarded by mu_
+
+  // The cluster as of the last reply, and counters. Relaxed: each value is
+  // independent, for observers.
+  std::atomic<uint64_t> chunk_seen_{0};
+  std::atomic<int64_t> room_{0};
+  std::atomic<uint64_t> cluster_usage_{0};
+  std::atomic<uint64_t> cluster_max_{0};
+  std::atomic<uint64_t> cluster_events_{0};
+  std::atomic<uint64_t> grants_{0}, refusals_{0}, returns_{0}, renewals_{0},
+      unavailable_{0}, lost_{0}, forced_grants_{0}, commands_{0};
+};
+
+}  // namespace umemcg
+
+#endif  // UMEMCG_SRC_CLUSTER_BINDING_H_

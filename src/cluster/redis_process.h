@@ -1,0 +1,70 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// RedisProcess: a real redis-server child for tests and umemcg-bench: on a
+// free loopback port, in a temporary directory (removed at the end), with
+// AOF optional; it can be killed, paused and restarted on the same port and
+// directory (so an AOF is replayed). Not part of the library's API
+// (linked as umemcg_cluster_testing).
+//
+// Thread safety: one thread at a time.
+
+#ifndef UMEMCG_SRC_CLUSTER_REDIS_PROCESS_H_
+#define UMEMCG_SRC_CLUSTER_REDIS_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/redis_client.h"
+#include "umemcg/status.h"
+
+namespace umemcg::cluster_internal {
+
+struct RedisProcessOptions {
+  bool aof = false;      // appendonly yes, appendfsync always
+  std::string password;  // requirepass
+};
+
+class RedisProcess {
+ public:
+  // Starts redis-server (from PATH) and waits until it answers PING (at
+  // most 20 s). kNotFound if redis-server is not installed.
+  static StatusOr<std::unique_ptr<RedisProcess>> Start(
+      RedisProcessOptions options = {});
+  ~RedisProcess();
+
+  RedisProcess(const RedisProcess&) = delete;
+  RedisProcess& operator=(const RedisProcess&) = delete;
+
+  // Sends `sig` (SIGKILL, SIGTERM) and reaps the process.
+  void Kill(int sig);
+  // SIGSTOP / SIGCONT: a server that accepts connections but never answers.
+  void Pause();
+  void Resume();
+  // Starts it again on the same port and directory after Kill.
+  Status Restart();
+  bool running() const { return pid_ > 0; }
+
+  int port() const { return port_; }
+  // redis://[:password@]127.0.0.1:port/0
+  std::string url() const;
+  const std::string& dir() const { return dir_; }
+
+  // One command on a fresh connection (for test checks and INFO).
+  StatusOr<Reply> Command(const std::vector<std::string>& argv);
+
+ private:
+  RedisProcess() = default;
+  Status Spawn();
+
+  RedisProcessOptions options_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace umemcg::cluster_internal
+
+#endif  // UMEMCG_SRC_CLUSTER_REDIS_PROCESS_H_

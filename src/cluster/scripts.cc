@@ -1,0 +1,231 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The cluster quota's Lua scripts. Page-counter semantics over the key
+// layout of scripts.h: a lease on a group counts at the group and at each
+// ancestor; a grant is refused where any level's max would be exceeded.
+// Numbers stay below 2^53, exact in Lua's doubles.
+
+#include "cluster/scripts.h"
+
+namespace umemcg::cluster_internal {
+
+#define UMEMCG_LUA_PRELUDE \
+  "if redis.replicate_commands then redis.replicate_commands() end\n"         \
+  "local P = KEYS[1]\n"                                                        \
+  "local EXP = P .. ':exp'\n"                                                  \
+  "local GROUPS = P .. ':groups'\n"                                            \
+  "local UNLIMITED = 2251799813685247\n"                                       \
+  "local function gkey(p) return P .. ':g:' .. p end\n"                        \
+  "local function lkey(p) return P .. ':l:' .. p end\n"                        \
+  "local function skey(p) return P .. ':s:' .. p end\n"                        \
+  "local function fail(code, msg) error({err = code .. ' ' .. msg}) end\n"     \
+  "local function num(v, what)\n"                                              \
+  "  if v == false or v == nil then return 0 end\n"                            \
+  "  local n = tonumber(v)\n"                                                  \
+  "  if n == nil or n ~= math.floor(n) then\n"                                 \
+  "    fail('UMEMCG_CORRUPT', 'not an integer in ' .. what .. ': ' ..\n"       \
+  "         tostring(v))\n"                                                    \
+  "  end\n"                                                                    \
+  "  return n\n"                                                               \
+  "end\n"                                                                      \
+  "local function now_ms()\n"                                                  \
+  "  local t = redis.call('TIME')\n"                                           \
+  "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"      \
+  "end\n"                                                                      \
+  /* The path and its ancestors, leaf first. */                                \
+  "local function levels(path)\n"                                              \
+  "  local out = {path}\n"                                                     \
+  "  local p = path\n"                                                         \
+  "  while true do\n"                                                          \
+  "    local i = string.find(p, '/[^/]*$')\n"                                  \
+  "    if not i then break end\n"                                              \
+  "    p = string.sub(p, 1, i - 1)\n"                                          \
+  "    out[#out + 1] = p\n"                                                    \
+  "  end\n"                                                                    \
+  "  return out\n"                                                             \
+  "end\n"                                                                      \
+  "local function hnum(key, field)\n"                                          \
+  "  return num(redis.call('HGET', key, field), key .. ' ' .. field)\n"        \
+  "end\n"                                                                      \
+  /* Adds delta at every level (page_counter_charge / _uncharge). */           \
+  "local function charge(path, delta)\n"                                       \
+  "  for _, lv in ipairs(levels(path)) do\n"                                   \
+  "    local k = gkey(lv)\n"                                                   \
+  "    hnum(k, 'usage')\n"                                                     \
+  "    local u = redis.call('HINCRBY', k, 'usage', delta)\n"                   \
+  "    if delta > 0 and u > hnum(k, 'peak') then\n"                            \
+  "      redis.call('HSET', k, 'peak', u)\n"                                   \
+  "    end\n"                                                                  \
+  "  end\n"                                                                    \
+  "end\n"                                                                      \
+  /* Returns expired leases to their groups (server clock). */                 \
+  "local function collect(now)\n"                                              \
+  "  local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now,\n"             \
+  "                          'LIMIT', 0, 10000)\n"                             \
+  "  for _, m in ipairs(dead) do\n"                                            \
+  "    local nl = string.find(m, '\\n', 1, true)\n"                            \
+  "    if nl then\n"                                                           \
+  "      local path = string.sub(m, 1, nl - 1)\n"                              \
+  "      local node = string.sub(m, nl + 1)\n"                                 \
+  "      local pages = hnum(lkey(path), node)\n"                               \
+  "      if pages ~= 0 then\n"                                                 \
+  "        charge(path, -pages)\n"                                             \
+  "        redis.call('HINCRBY', gkey(path), 'expired', 1)\n"                  \
+  "      end\n"                                                                \
+  "      redis.call('HDEL', lkey(path), node)\n"                               \
+  "      redis.call('HDEL', skey(path), node)\n"                               \
+  "    end\n"                                                                  \
+  "    redis.call('ZREM', EXP, m)\n"                                           \
+  "  end\n"                                                                    \
+  "end\n"                                                                      \
+  /* min over levels of max - usage, and the first level (leaf first) */       \
+  /* whose room is below `amount`. */                                          \
+  "local function room_of(path, amount)\n"                                     \
+  "  local room = UNLIMITED\n"                                                 \
+  "  local limited = ''\n"                                                     \
+  "  for _, lv in ipairs(levels(path)) do\n"                                   \
+  "    local k = gkey(lv)\n"                                                   \
+  "    local r = hnum(k, 'max') - hnum(k, 'usage')\n"                          \
+  "    if r < room then room = r end\n"                                        \
+  "    if limited == '' and r < amount then limited = lv end\n"                \
+  "  end\n"                                                                    \
+  "  return room, limited\n"                                                   \
+  "end\n"                                                                      \
+  "local function valid_path(path)\n"                                          \
+  "  if path == '' or string.find(path, '\\n', 1, true) or\n"                  \
+  "     string.find(path, '//', 1, true) or string.sub(path, 1, 1) == '/' or\n" \
+  "     string.sub(path, -1) == '/' then\n"                                    \
+  "    fail('UMEMCG_INVALID', 'bad cluster group path \\'' .. path .. '\\'')\n" \
+  "  end\n"                                                                    \
+  "end\n"                                                                      \
+  "local function must_exist(path)\n"                                          \
+  "  if redis.call('EXISTS', gkey(path)) == 0 then\n"                          \
+  "    fail('UMEMCG_NOTFOUND', 'unknown cluster group \\'' .. path .. '\\'')\n" \
+  "  end\n"                                                                    \
+  "end\n"                                                                      \
+  "local now = now_ms()\n"                                                     \
+  "collect(now)\n"
+
+const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
+    "local path, node = ARGV[1], ARGV[2]\n"
+    "local seq = num(ARGV[3], 'seq')\n"
+    "local want = num(ARGV[4], 'want')\n"
+    "local need = num(ARGV[5], 'need')\n"
+    "local force = ARGV[6] == '1'\n"
+    "local ttl = num(ARGV[7], 'ttl')\n"
+    "valid_path(path)\n"
+    "must_exist(path)\n"
+    "if need > want then need = want end\n"
+    "local had = redis.call('HGET', lkey(path), node)\n"
+    "local old = num(had, 'lease')\n"
+    "local status = 0\n"
+    "local target = want\n"
+    "local limited = ''\n"
+    "if had and seq <= hnum(skey(path), node) then\n"
+    "  status = 4\n"
+    "  target = old\n"
+    "else\n"
+    "  if want > old then\n"
+    "    local room, lim = room_of(path, need - old)\n"
+    "    local can = old\n"
+    "    if room > 0 then can = old + room end\n"
+    "    if want <= can then\n"
+    "      target = want\n"
+    "    elseif need <= can then\n"
+    "      target = can\n"
+    "      status = 1\n"
+    "    else\n"
+    "      limited = lim\n"
+    "      redis.call('HINCRBY', gkey(lim), 'events_max_local', 1)\n"
+    "      for _, lv in ipairs(levels(lim)) do\n"
+    "        redis.call('HINCRBY', gkey(lv), 'events_max', 1)\n"
+    "      end\n"
+    "      if force then\n"
+    "        target = need\n"
+    "        status = 3\n"
+    "      else\n"
+    "        target = old\n"
+    "        status = 2\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  if target ~= old then charge(path, target - old) end\n"
+    // A released lease (0 pages) stays as a record until its expiry so
+    // that a late duplicate of an older request is still seen as stale.
+    "  redis.call('HSET', lkey(path), node, target)\n"
+    "  redis.call('HSET', skey(path), node, seq)\n"
+    "  redis.call('ZADD', EXP, now + ttl, path .. '\\n' .. node)\n"
+    "end\n"
+    "local room_after = room_of(path, 0)\n"
+    "local k = gkey(path)\n"
+    "local lost = 0\n"
+    "if not had then lost = 1 end\n"
+    "return {status, target, ttl, room_after, hnum(k, 'usage'),\n"
+    "        hnum(k, 'max'), hnum(k, 'events_max'), limited, lost}\n";
+
+const char kSetMaxScript[] = UMEMCG_LUA_PRELUDE
+    "local path = ARGV[1]\n"
+    "local max = num(ARGV[2], 'max')\n"
+    "valid_path(path)\n"
+    "if max < 0 or max > UNLIMITED then max = UNLIMITED end\n"
+    "local lv = levels(path)\n"
+    "for i = #lv, 1, -1 do\n"
+    "  local k = gkey(lv[i])\n"
+    "  if redis.call('EXISTS', k) == 0 then\n"
+    "    redis.call('HSET', k, 'max', UNLIMITED, 'usage', 0, 'peak', 0,\n"
+    "               'events_max', 0, 'events_max_local', 0, 'expired', 0)\n"
+    "    redis.call('SADD', GROUPS, lv[i])\n"
+    "  end\n"
+    "end\n"
+    "redis.call('HSET', gkey(path), 'max', max)\n"
+    "return hnum(gkey(path), 'usage')\n";
+
+const char kRemoveScript[] = UMEMCG_LUA_PRELUDE
+    "local path = ARGV[1]\n"
+    "valid_path(path)\n"
+    "must_exist(path)\n"
+    "local prefix = path .. '/'\n"
+    "for _, g in ipairs(redis.call('SMEMBERS', GROUPS)) do\n"
+    "  if string.sub(g, 1, #prefix) == prefix then\n"
+    "    fail('UMEMCG_BUSY', 'cluster group \\'' .. path ..\n"
+    "         '\\' has child groups')\n"
+    "  end\n"
+    "end\n"
+    "if hnum(gkey(path), 'usage') ~= 0 then\n"
+    "  fail('UMEMCG_BUSY', 'cluster group \\'' .. path ..\n"
+    "       '\\' has leased pages')\n"
+    "end\n"
+    "for _, node in ipairs(redis.call('HKEYS', lkey(path))) do\n"
+    "  redis.call('ZREM', EXP, path .. '\\n' .. node)\n"
+    "end\n"
+    "redis.call('DEL', gkey(path), lkey(path), skey(path))\n"
+    "redis.call('SREM', GROUPS, path)\n"
+    "return 1\n";
+
+const char kSnapshotScript[] = UMEMCG_LUA_PRELUDE
+    "local out = {}\n"
+    "local paths = redis.call('SMEMBERS', GROUPS)\n"
+    "table.sort(paths)\n"
+    "for _, path in ipairs(paths) do\n"
+    "  local k = gkey(path)\n"
+    "  local leases = {}\n"
+    "  local l = redis.call('HGETALL', lkey(path))\n"
+    "  for i = 1, #l, 2 do\n"
+    "    local pages = num(l[i + 1], 'lease')\n"
+    "    if pages > 0 then\n"
+    "      local exp = redis.call('ZSCORE', EXP, path .. '\\n' .. l[i])\n"
+    "      local left = 0\n"
+    "      if exp then left = num(exp, 'expiry') - now end\n"
+    "      leases[#leases + 1] = {l[i], pages, left}\n"
+    "    end\n"
+    "  end\n"
+    "  out[#out + 1] = {path, hnum(k, 'max'), hnum(k, 'usage'),\n"
+    "                   hnum(k, 'peak'), hnum(k, 'events_max'),\n"
+    "                   hnum(k, 'events_max_local'), hnum(k, 'expired'),\n"
+    "                   leases}\n"
+    "end\n"
+    "return {now, out}\n";
+
+#undef UMEMCG_LUA_PRELUDE
+
+}  // namespace umemcg::cluster_internal

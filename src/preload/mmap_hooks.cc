@@ -1,0 +1,397 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The interposed mapping functions of libumemcg-preload.so: mmap (and its
+// alias mmap64), munmap, mremap, mprotect, pkey_mprotect, brk and sbrk.
+// They charge private anonymous memory the way the kernel commits it under
+// vm.overcommit_memory=2 (mm/mmap.c accountable_mapping, mm/mprotect.c
+// mprotect_fixup, mm/mremap.c vma_to_resize): a writable private
+// anonymous mapping is charged, in pages, when it is made (MAP_NORESERVE
+// is ignored, as overcommit_memory=2 ignores it); a PROT_NONE or read-only
+// one is a reservation, tracked but charged only once mprotect makes it
+// writable; the charge stays until the pages are unmapped (munmap, a
+// MAP_FIXED mapping over them, mremap shrinking or moving them), exactly.
+// docs/preload.md says why commit rather than residency, and the error.
+//
+// Not charged: file-backed and shared mappings (MAP_SHARED, memfd, SysV
+// shm), MAP_HUGETLB, and everything mapped without these entry points:
+// glibc's own malloc arenas and thread stacks (its internal __mmap; the
+// malloc hooks charge the blocks instead), the dynamic loader, and
+// syscall(SYS_mmap, ...) made by the program itself.
+//
+// The real work is the raw system call (glibc's wrappers are thin: the
+// kernel makes the same checks), except brk/sbrk, which go through glibc's
+// __sbrk so its idea of the break (__curbrk) stays right.
+//
+// Locking. One mutex guards the range table; an operation that changes
+// mappings holds it across its system call, so the table and the address
+// space change together (a munmap's range cannot be handed to another
+// thread's mmap before its entries are gone). A non-fixed mmap maps first
+// and takes the mutex only to insert: the kernel hands out address ranges
+// that no entry covers. The charge path runs under the mutex (it never
+// maps through these hooks: a thread inside umemcg passes straight
+// through). A signal handler that maps memory while its thread holds the
+// mutex would deadlock; mmap is not async-signal-safe.
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <new>
+
+#include "preload/preload_internal.h"
+#include "preload/range_table.h"
+
+extern "C" void* __sbrk(intptr_t increment);
+
+namespace umemcg::preload {
+namespace {
+
+pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
+// Constructed by InitMapTable (runtime start-up), never destroyed: the
+// hooks run after static destructors too. Null until then: nothing is
+// tracked before the runtime is up.
+alignas(RangeTable) unsigned char g_table_storage[sizeof(RangeTable)];
+std::atomic<RangeTable*> g_table{nullptr};
+std::atomic<uint64_t> g_map_charge_failures{0};
+
+class MapLock {
+ public:
+  MapLock() { pthread_mutex_lock(&g_map_mu); }
+  ~MapLock() { pthread_mutex_unlock(&g_map_mu); }
+  MapLock(const MapLock&) = delete;
+  MapLock& operator=(const MapLock&) = delete;
+};
+
+uintptr_t PageAlign(uintptr_t x) {
+  static const uintptr_t page = getauxval(AT_PAGESZ) ?: 4096;
+  return (x + page - 1) & ~(page - 1);
+}
+
+// The table when mappings are tracked, else null (before the runtime is
+// up, or on a thread inside umemcg).
+RangeTable* Table() {
+  if (tls_state.in_hook != 0) return nullptr;
+  return g_table.load(std::memory_order_acquire);
+}
+
+// The group a new mapping of this thread is charged to (empty: nothing).
+GroupRef OwnerGroup() {
+  ObjCgroup* objcg = CurrentOwner();
+  if (objcg == nullptr) return GroupRef();
+  // The objcg is pinned for the process's life (runtime.cc); its current
+  // group (the origin, or its nearest live ancestor after a removal) is
+  // valid while it is.
+  return GroupRef(objcg->group());
+}
+
+bool ChargePages(Group& g, uint64_t pages, ChargeFlags flags) {
+  if (pages == 0) return true;
+  HookGuard guard;
+  if (g.TryCharge(Pages(pages), flags, kMapItem).ok()) return true;
+  // Relaxed: a statistic for the report.
+  g_map_charge_failures.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void UnchargePages(Group& g, uint64_t pages) {
+  if (pages == 0) return;
+  HookGuard guard;
+  g.UnchargeDirect(Pages(pages), kMapItem);
+}
+
+void Untrack(RangeTable& t, uintptr_t start, uintptr_t end) {
+  t.Remove(start, end,
+           [](Group& g, uint64_t pages) { UnchargePages(g, pages); });
+}
+
+uint64_t PagesOf(uintptr_t bytes) { return bytes / RangeTable::kPage; }
+
+bool AnonPrivate(int flags) {
+  return (flags & MAP_ANONYMOUS) != 0 && (flags & MAP_TYPE) == MAP_PRIVATE &&
+         (flags & MAP_HUGETLB) == 0;
+}
+
+void* RawMmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return reinterpret_cast<void*>(
+      syscall(SYS_mmap, addr, len, prot, flags, fd, off));
+}
+
+void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  RangeTable* t = Table();
+  const bool anon = AnonPrivate(flags);
+  const bool fixed = (flags & MAP_FIXED) != 0;
+  if (t == nullptr || (!anon && !fixed) || len == 0) {
+    return RawMmap(addr, len, prot, flags, fd, off);
+  }
+  GroupRef owner = anon ? OwnerGroup() : GroupRef();
+  const bool writable = anon && owner && (prot & PROT_WRITE) != 0;
+  const uintptr_t plen = PageAlign(len);
+  const uint64_t pages = writable ? PagesOf(plen) : 0;
+  if (!fixed) {
+    // The kernel picks a range no entry covers: charge, map, insert.
+    if (pages > 0 && !ChargePages(*owner, pages, g_charge_flags)) {
+      errno = ENOMEM;
+      return MAP_FAILED;
+    }
+    void* r = RawMmap(addr, len, prot, flags, fd, off);
+    if (r == MAP_FAILED) {
+      if (pages > 0) UnchargePages(*owner, pages);
+      return r;
+    }
+    if (owner) {
+      const auto start = reinterpret_cast<uintptr_t>(r);
+      MapLock lock;
+      // Entries there are stale (pages unmapped behind our back, by a raw
+      // system call): the kernel handed the range out as free.
+      Untrack(*t, start, start + plen);
+      t->Insert(start, start + plen, writable ? owner : GroupRef());
+    }
+    return r;
+  }
+  // MAP_FIXED replaces whatever [addr, addr + len) held. As the kernel
+  // unmaps before it commits, the pages charged there now count against
+  // the new charge: only the growth can be refused.
+  const auto start = reinterpret_cast<uintptr_t>(addr);
+  MapLock lock;
+  if (pages > 0) {
+    const uint64_t old = t->ChargedPages(start, start + plen);
+    const uint64_t net = pages > old ? pages - old : 0;
+    if (!ChargePages(*owner, net, g_charge_flags)) {
+      errno = ENOMEM;
+      return MAP_FAILED;
+    }
+    (void)ChargePages(*owner, pages - net, kSettleFlags);
+  }
+  void* r = RawMmap(addr, len, prot, flags, fd, off);
+  if (r == MAP_FAILED) {
+    if (pages > 0) UnchargePages(*owner, pages);
+    return r;
+  }
+  Untrack(*t, start, start + plen);
+  if (owner) t->Insert(start, start + plen, writable ? owner : GroupRef());
+  return r;
+}
+
+int Unmap(void* addr, size_t len) {
+  RangeTable* t = Table();
+  if (t == nullptr) return static_cast<int>(syscall(SYS_munmap, addr, len));
+  MapLock lock;
+  const int r = static_cast<int>(syscall(SYS_munmap, addr, len));
+  if (r == 0) {
+    const auto start = reinterpret_cast<uintptr_t>(addr);
+    Untrack(*t, start, start + PageAlign(len));
+  }
+  return r;
+}
+
+// mprotect / pkey_mprotect: making reserved pages writable charges them.
+// Taking write away charges nothing back (the kernel keeps VM_ACCOUNT:
+// the pages still hold their contents).
+template <class Syscall>
+int Protect(void* addr, size_t len, int prot, Syscall&& call) {
+  RangeTable* t = Table();
+  if (t == nullptr || (prot & PROT_WRITE) == 0) return call();
+  const auto start = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t end = start + PageAlign(len);
+  MapLock lock;
+  const uint64_t reserved = t->ReservedPages(start, end);
+  GroupRef owner = reserved > 0 ? OwnerGroup() : GroupRef();
+  if (!owner) return call();
+  if (!ChargePages(*owner, reserved, g_charge_flags)) {
+    errno = ENOMEM;
+    return -1;
+  }
+  const int r = call();
+  if (r != 0) {
+    UnchargePages(*owner, reserved);
+  } else {
+    t->ChargeReserved(start, end, owner);
+  }
+  return r;
+}
+
+void* Remap(void* old_addr, size_t old_len, size_t new_len, int flags,
+            void* new_addr) {
+  auto raw = [&] {
+    return reinterpret_cast<void*>(
+        syscall(SYS_mremap, old_addr, old_len, new_len, flags, new_addr));
+  };
+  RangeTable* t = Table();
+  // old_len 0 duplicates a shared mapping: never ours.
+  if (t == nullptr || old_len == 0) return raw();
+  const auto old_start = reinterpret_cast<uintptr_t>(old_addr);
+  const uintptr_t old_plen = PageAlign(old_len);
+  const uintptr_t new_plen = PageAlign(new_len);
+  MapLock lock;
+  // The mapping's state is its last page's (one VMA, one state).
+  const RangeTable::Range* tail = t->Find(old_start + old_plen - 1);
+  const bool charged_tail = tail != nullptr && tail->owner;
+  const bool reserved_tail = tail != nullptr && !tail->owner;
+  const uint64_t grow = new_plen > old_plen ? PagesOf(new_plen - old_plen) : 0;
+  GroupRef owner;
+  if (charged_tail && grow > 0) {
+    owner = OwnerGroup();
+    if (!owner) owner = tail->owner;
+    if (!ChargePages(*owner, grow, g_charge_flags)) {
+      errno = ENOMEM;
+      return MAP_FAILED;
+    }
+  }
+  tail = nullptr;  // entries move below
+  void* r = raw();
+  if (r == MAP_FAILED) {
+    if (owner) UnchargePages(*owner, grow);
+    return r;
+  }
+  const auto new_start = reinterpret_cast<uintptr_t>(r);
+  const uintptr_t kept = std::min(old_plen, new_plen);
+  if (new_plen < old_plen)
+    Untrack(*t, old_start + new_plen, old_start + old_plen);
+  if (new_start != old_start) {
+    // The destination's earlier contents (MREMAP_FIXED) are unmapped.
+    Untrack(*t, new_start, new_start + new_plen);
+    t->Move(
+        old_start, old_start + kept,
+        static_cast<intptr_t>(new_start) - static_cast<intptr_t>(old_start));
+    if ((flags & MREMAP_DONTUNMAP) != 0 && (charged_tail || reserved_tail)) {
+      // The source stays mapped, emptied, with its commit (the kernel
+      // charges both): charged again to the thread's group.
+      GroupRef again = OwnerGroup();
+      if (again && charged_tail) {
+        (void)ChargePages(*again, PagesOf(kept), kSettleFlags);
+        t->Insert(old_start, old_start + kept, again);
+      } else {
+        t->Insert(old_start, old_start + kept, GroupRef());
+      }
+    }
+  }
+  if (grow > 0 && (owner || reserved_tail)) {
+    t->Insert(new_start + old_plen, new_start + new_plen, owner);
+  }
+  return r;
+}
+
+// The program's own brk/sbrk (glibc's malloc moves the break through its
+// internal __sbrk, not through here): the pages it adds at the break are a
+// private anonymous writable mapping, charged; the pages it gives back are
+// uncharged, never below what it added itself.
+void* Sbrk(intptr_t delta) {
+  RangeTable* t = Table();
+  if (t == nullptr || delta == 0) return __sbrk(delta);
+  MapLock lock;
+  if (delta < 0) {
+    void* r = __sbrk(delta);
+    if (r != reinterpret_cast<void*>(-1)) {
+      const auto old_brk = reinterpret_cast<uintptr_t>(r);
+      Untrack(*t, PageAlign(old_brk + delta), PageAlign(old_brk));
+    }
+    return r;
+  }
+  GroupRef owner = OwnerGroup();
+  if (!owner) return __sbrk(delta);
+  const auto cur = reinterpret_cast<uintptr_t>(__sbrk(0));
+  const uint64_t pages = PagesOf(PageAlign(cur + delta) - PageAlign(cur));
+  if (!ChargePages(*owner, pages, g_charge_flags)) {
+    errno = ENOMEM;
+    return reinterpret_cast<void*>(-1);
+  }
+  void* r = __sbrk(delta);
+  if (r == reinterpret_cast<void*>(-1)) {
+    UnchargePages(*owner, pages);
+    return r;
+  }
+  // glibc's malloc may have moved the break since __sbrk(0) (it takes no
+  // lock of ours): settle on the range actually added.
+  const auto old_brk = reinterpret_cast<uintptr_t>(r);
+  const uintptr_t lo = PageAlign(old_brk);
+  const uintptr_t hi = PageAlign(old_brk + delta);
+  const uint64_t actual = PagesOf(hi - lo);
+  if (actual > pages) (void)ChargePages(*owner, actual - pages, kSettleFlags);
+  if (actual < pages) UnchargePages(*owner, pages - actual);
+  if (hi > lo) {
+    Untrack(*t, lo, hi);  // stale entries, as in Map()
+    t->Insert(lo, hi, owner);
+  }
+  return r;
+}
+
+}  // namespace
+
+void InitMapTable() {
+  MapLock lock;
+  if (g_table.load(std::memory_order_relaxed) != nullptr) return;
+  g_table.store(new (g_table_storage) RangeTable, std::memory_order_release);
+}
+
+MapStats GetMapStats() {
+  MapStats s{};
+  s.charge_failures = g_map_charge_failures.load(std::memory_order_relaxed);
+  RangeTable* t = g_table.load(std::memory_order_acquire);
+  if (t == nullptr) return s;
+  MapLock lock;
+  s.charged_bytes = t->charged_pages() * RangeTable::kPage;
+  s.reserved_bytes = t->reserved_pages() * RangeTable::kPage;
+  s.ranges = t->size();
+  return s;
+}
+
+void MapTableLockForFork() { pthread_mutex_lock(&g_map_mu); }
+void MapTableUnlockAfterFork() { pthread_mutex_unlock(&g_map_mu); }
+
+}  // namespace umemcg::preload
+
+using umemcg::preload::Map;
+
+extern "C" {
+
+void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return Map(addr, len, prot, flags, fd, off);
+}
+// glibc's 64-bit-offset name for the same function (one symbol on x86-64).
+void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off)
+    __attribute__((alias("mmap")));
+
+int munmap(void* addr, size_t len) { return umemcg::preload::Unmap(addr, len); }
+
+int mprotect(void* addr, size_t len, int prot) {
+  return umemcg::preload::Protect(addr, len, prot, [&] {
+    return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
+  });
+}
+
+int pkey_mprotect(void* addr, size_t len, int prot, int pkey) {
+  return umemcg::preload::Protect(addr, len, prot, [&] {
+    return static_cast<int>(syscall(SYS_pkey_mprotect, addr, len, prot, pkey));
+  });
+}
+
+void* mremap(void* old_addr, size_t old_len, size_t new_len, int flags, ...) {
+  void* new_addr = nullptr;
+  // As glibc: the fifth argument exists only with MREMAP_FIXED.
+  if ((flags & MREMAP_FIXED) != 0) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void*);
+    va_end(ap);
+  }
+  return umemcg::preload::Remap(old_addr, old_len, new_len, flags, new_addr);
+}
+
+void* sbrk(intptr_t delta) { return umemcg::preload::Sbrk(delta); }
+
+int brk(void* addr) {
+  // glibc's brk() sets the break to `addr`: the same as moving it by the
+  // difference from the current one.
+  const auto cur = reinterpret_cast<intptr_t>(__sbrk(0));
+  void* r = umemcg::preload::Sbrk(reinterpret_cast<intptr_t>(addr) - cur);
+  return r == reinterpret_cast<void*>(-1) ? -1 : 0;
+}
+
+}  // extern "C"

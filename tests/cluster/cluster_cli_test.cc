@@ -1,0 +1,100 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// `umemcg cluster`: the table renderers, and the real binary against a
+// real redis-server (set-max, tree, top --once, remove, bad input).
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "cluster.h"
+#include "cluster_test_util.h"
+
+namespace umemcg::cluster_test {
+namespace {
+
+// Runs a shell command; its stdout+stderr and exit status.
+std::pair<std::string, int> Shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {"", -1};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+ClusterSnapshot Sample() {
+  ClusterSnapshot s;
+  ClusterGroupInfo t{"tenants", Pages(16384), Pages(4096), Pages(5000), 3, 1, 0,
+                     {}};
+  t.leases.push_back({"node-a", Pages(2048), std::chrono::milliseconds(8200)});
+  t.leases.push_back({"node-b", Pages(2048), std::chrono::milliseconds(900)});
+  s.groups.push_back(t);
+  s.groups.push_back(
+      {"tenants/a", kPageCounterMax, Pages(0), Pages(0), 2, 2, 1, {}});
+  return s;
+}
+
+TEST(ClusterCliTest, TreeShowsGroupsAndLeases) {
+  const std::string t = cli::RenderClusterTree(Sample(), false);
+  EXPECT_NE(t.find("(cluster)"), std::string::npos) << t;
+  EXPECT_NE(t.find("└─ tenants"), std::string::npos) << t;
+  EXPECT_NE(t.find("· node-a"), std::string::npos) << t;
+  EXPECT_NE(t.find("8.2s"), std::string::npos) << t;
+  EXPECT_NE(t.find("64.0M"), std::string::npos) << t;  // 16384 pages
+  EXPECT_NE(t.find("25.0"), std::string::npos) << t;   // %MAX
+  EXPECT_NE(t.find("max"), std::string::npos) << t;    // unlimited a
+  const std::string raw = cli::RenderClusterTree(Sample(), true);
+  EXPECT_NE(raw.find("16777216"), std::string::npos) << raw;
+}
+
+TEST(ClusterCliTest, TopShowsDeltas) {
+  ClusterSnapshot before = Sample();
+  ClusterSnapshot now = Sample();
+  now.groups[0].max_events_local = 5;  // +4 refusals
+  now.groups[1].expired = 3;           // +2 expired
+  const std::string t = cli::RenderClusterTop(before, now, false);
+  EXPECT_NE(t.find("+REFUSED"), std::string::npos) << t;
+  // tenants first (larger usage), 2 nodes, 4 new refusals.
+  const size_t row = t.find("tenants ");
+  ASSERT_NE(row, std::string::npos) << t;
+  const std::string line = t.substr(row, t.find('\n', row) - row);
+  EXPECT_NE(line.find(" 2 "), std::string::npos) << line;
+  EXPECT_NE(line.find(" 4 "), std::string::npos) << line;
+  EXPECT_LT(t.find("tenants "), t.find("tenants/a"));
+}
+
+TEST(ClusterCliTest, BinaryAgainstRealRedis) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  const std::string tool = std::string(UMEMCG_CLI_PATH) +
+                           " cluster --redis=" + redis.value()->url() + " ";
+  auto [out, rc] = Shell(tool + "set-max tenants/a 32M");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(out, rc) = Shell(tool + "tree");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("└─ a"), std::string::npos) << out;
+  EXPECT_NE(out.find("32.0M"), std::string::npos) << out;
+  std::tie(out, rc) = Shell(tool + "top --once -d 0.05");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("tenants/a"), std::string::npos) << out;
+  std::tie(out, rc) = Shell(tool + "set-max tenants/a junk");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("junk"), std::string::npos) << out;
+  std::tie(out, rc) = Shell(tool + "remove tenants");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("child groups"), std::string::npos) << out;
+  EXPECT_EQ(out.find("script:"), std::string::npos) << out;  // no Lua noise
+  std::tie(out, rc) = Shell(tool + "remove tenants/a");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(out, rc) = Shell(std::string(UMEMCG_CLI_PATH) +
+                          " cluster --redis=rediss://127.0.0.1:1 tree");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("TLS"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace umemcg::cluster_test

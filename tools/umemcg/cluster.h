@@ -1,0 +1,50 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// `umemcg cluster`: the cluster quota held in Redis (umemcg/cluster.h).
+//
+//   umemcg cluster [--redis URL] [--prefix P] set-max GROUP SIZE
+//   umemcg cluster ... remove GROUP
+//   umemcg cluster ... tree              groups, usage, max, each node's
+//                                        lease and its expiry
+//   umemcg cluster ... top [--once] [-b] [-d S] [-n N]
+//                                        refreshing table: usage, max,
+//                                        nodes, refusals since the last
+//                                        refresh (q quits)
+//
+// The URL defaults to $UMEMCG_REDIS, then redis://127.0.0.1:6379/0.
+//
+// Thread safety: plain functions.
+
+#ifndef UMEMCG_TOOLS_CLUSTER_H_
+#define UMEMCG_TOOLS_CLUSTER_H_
+
+#include <chrono>
+#include <string>
+
+#include "umemcg/cluster.h"
+
+namespace umemcg::cli {
+
+// The groups as a tree with their leases below each group.
+std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw);
+
+// One `top` table: groups sorted by usage (descending, then name), with
+// the refusals (max events, local) and expired leases since `before`.
+std::string RenderClusterTop(const ClusterSnapshot& before,
+                             const ClusterSnapshot& now, bool raw,
+                             size_t max_rows = SIZE_MAX);
+
+struct ClusterTopOptions {
+  bool raw = false;
+  bool once = false;
+  bool batch = false;
+  int iterations = 0;  // batch mode: tables to print (0: until a signal)
+  std::chrono::milliseconds delay{1000};
+};
+
+// Runs `top` on stdout; the exit status.
+int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options);
+
+}  // namespace umemcg::cli
+
+#endif  // UMEMCG_TOOLS_CLUSTER_H_
