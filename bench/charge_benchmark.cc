@@ -12,6 +12,10 @@
 //   BM_StockHitPair          Group::TryCharge(1) + Group::Uncharge(1) on a
 //                            child of the root; after warm-up every op hits
 //                            this CPU's stock. 1 and 2 threads, same group.
+//                            The hit commits with rseq where available
+//                            (ControllerInfo::stock_rseq).
+//   BM_StockHitPairTryLock   the same with ControllerOptions::stock_rseq =
+//                            false: the hit under the shard's try-lock.
 //   BM_AsymmetricPair/<v>    the netperf TCP_SENDFILE analog
 //                            (docs/benchmarks.md: sendfile, P = 1): thread 0
 //                            charges 3 pages per message to the leaf of
@@ -121,6 +125,12 @@ __attribute__((noinline)) bool umemcg_bench_stock_hit_pair(Group* g) {
   g->Uncharge(Pages(1));
   return true;
 }
+// The same function body, called on a controller without rseq commits.
+__attribute__((noinline)) bool umemcg_bench_stock_hit_pair_trylock(Group* g) {
+  if (!g->TryCharge(Pages(1)).ok()) return false;
+  g->Uncharge(Pages(1));
+  return true;
+}
 
 // The asymmetric pair's two halves.
 __attribute__((noinline)) bool umemcg_bench_charge_message(Group* leaf) {
@@ -202,10 +212,17 @@ struct Channel {
   alignas(64) std::atomic<uint64_t> consumed{0};   // written by the consumer
 };
 
+ControllerOptions TryLockOnly() {
+  ControllerOptions o;
+  o.stock_rseq = false;
+  return o;
+}
+
 struct Fixtures {
   std::unique_ptr<UmemcgBenchPaddedCounter[]> counters{
       new UmemcgBenchPaddedCounter[kMaxThreads]};
   Chain stock_hit{ControllerOptions{}, 1};
+  Chain stock_hit_trylock{TryLockOnly(), 1};
   Chain asym64{ControllerOptions{.batch = 64}, 3};
   Chain asym32{ControllerOptions{.batch = 32}, 3};
   NaiveChain naive;
@@ -260,6 +277,17 @@ void BM_StockHitPair(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_StockHitPair)->UseRealTime()->Threads(1)->Threads(2);
+
+void BM_StockHitPairTryLock(benchmark::State& state) {
+  umemcg::bench::ScopedPin pin(state, g_allowed_cpus, g_pin);
+  Group* g = g_fx->stock_hit_trylock.leaf();
+  if (!umemcg_bench_stock_hit_pair_trylock(g)) Die("warm-up charge failed");
+  for (auto _ : state) {
+    if (!umemcg_bench_stock_hit_pair_trylock(g)) Die("charge failed");
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_StockHitPairTryLock)->UseRealTime();
 
 // Thread 0 produces (charges), thread 1 consumes (uncharges) the same
 // messages; both run state.max_iterations iterations.
@@ -353,6 +381,7 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl) {
       "BM_ThreadLocalPair/threads:1",
       "BM_StockHitPair/threads:1",
       "BM_StockHitPair/threads:2",
+      "BM_StockHitPairTryLock/threads:1",
       "BM_AsymmetricPair/batch64/threads:2",
       "BM_AsymmetricPair/batch32/threads:2",
       "BM_AsymmetricPair/naive/threads:2",
@@ -396,10 +425,18 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl) {
   r.ratios.push_back(
       {"stock_hit_vs_atomic_pair",
        "time(StockHitPair/1t) / time(AtomicPair/1t)",
-       ns("BM_StockHitPair/threads:1") / ns("BM_AtomicPair/threads:1"), 1.5,
+       ns("BM_StockHitPair/threads:1") / ns("BM_AtomicPair/threads:1"), 1.0,
        true});
   r.ratios.back().on_cpu =
       on_cpu({"BM_StockHitPair/threads:1", "BM_AtomicPair/threads:1"});
+  r.ratios.push_back(
+      {"stock_hit_trylock_vs_atomic_pair",
+       "time(StockHitPairTryLock/1t) / time(AtomicPair/1t): the hit without "
+       "rseq commits",
+       ns("BM_StockHitPairTryLock/threads:1") / ns("BM_AtomicPair/threads:1"),
+       NAN, false});
+  r.ratios.back().on_cpu =
+      on_cpu({"BM_StockHitPairTryLock/threads:1", "BM_AtomicPair/threads:1"});
   r.ratios.push_back(
       {"stock_hit_2t_vs_1t",
        "items/s(StockHitPair/2t) / items/s(StockHitPair/1t)",
@@ -490,8 +527,9 @@ int main(int argc, char** argv) {
       ->Threads(2);
 
   const umemcg::ControllerInfo& info = fx->stock_hit.ctrl->info();
-  std::printf("machine: %d CPUs, cpu source: %s\n", info.nr_cpus,
-              umemcg::CpuSourceName(info.cpu_source));
+  std::printf("machine: %d CPUs, cpu source: %s, stock hits %s\n", info.nr_cpus,
+              umemcg::CpuSourceName(info.cpu_source),
+              info.stock_rseq ? "rseq" : "try-lock");
   std::fflush(stdout);
 
   RatioReporter reporter(umemcg::bench::ConsoleFormat());

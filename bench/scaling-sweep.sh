@@ -5,15 +5,18 @@
 #
 # Runs a prebuilt (static) umemcg-bench on a machine with more cores and
 # sweeps thread counts for the scaling claims:
-#   sendfile     pairs 1..THREADS_MAX/2 at batch 16/32/64/127 plus the
-#                unaccounted and naive baselines (threads = 2 x pairs);
+#   sendfile     pairs 1..THREADS_MAX/2 at batch 32/64/128/256/512 and
+#                adaptive, plus the unaccounted and naive baselines and
+#                the peers' per-thread and per-leaf-quantum designs
+#                (threads = 2 x pairs);
 #   kmem         --threads T (4 KiB objects): percpu, shared-pool,
-#                unaccounted;
+#                unaccounted, per-thread, per-leaf-quantum;
 #   pagefault1, pagefault3, fallocate
 #                --threads T at depth 4: global, pergroup, naive-walk,
 #                unaccounted (T = 1 is its own point: scalability is
 #                total(T) / (T x total(1)));
-#   multitenant  16 tenants on 2/4/8 softirq threads, 1 vs 7 stock slots.
+#   multitenant  16 tenants on 2/4/8 softirq threads, 1 vs 7 stock slots,
+#                the peers' designs, and 7 slots with the adaptive batch.
 # Writes one JSON-lines file per step (OUTDIR/<step>.json, the format of
 # `umemcg-bench --json`), its human report and progress (OUTDIR/<step>.log)
 # and OUTDIR/machine.txt (CPU model, counts, kernel, the binary's machine
@@ -23,10 +26,11 @@
 #
 # Duration: each step's cost is estimated as configurations x REPEAT x
 # SECONDS_PER_POINT plus SETUP_S; a step that would end past BUDGET_S
-# (default 480 s) is skipped and listed in OUTDIR/skipped.txt, and each
+# (default 720 s) is skipped and listed in OUTDIR/skipped.txt, and each
 # step runs under `timeout` so the whole sweep stays within about BUDGET_S
 # + 30 s. With the defaults (SECONDS_PER_POINT=1, REPEAT=3,
-# THREADS="1 2 4 8 12 16") the full sweep takes about 7 minutes on 16 cores.
+# THREADS="1 2 4 8 12 16") the full sweep takes about 10 minutes on 16
+# cores; SECONDS_PER_POINT=0.5 halves it.
 #
 # Environment:
 #   UMEMCG_BENCH       the binary (default: build/release-static/bin/
@@ -36,7 +40,7 @@
 #   REPEAT             repeats per configuration (default 3; medians)
 #   THREADS            thread counts (default "1 2 4 8 12 16"; capped to
 #                      the CPUs this process may use)
-#   BUDGET_S           wall-clock budget in seconds (default 480)
+#   BUDGET_S           wall-clock budget in seconds (default 720)
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -58,7 +62,7 @@ if [[ -z $bin || ! -x $bin ]]; then
 fi
 sp=${SECONDS_PER_POINT:-1}
 repeat=${REPEAT:-3}
-budget=${BUDGET_S:-480}
+budget=${BUDGET_S:-720}
 setup_s=${SETUP_S:-2}
 cpus=$(nproc)
 threads=()
@@ -105,15 +109,17 @@ run() {
   fi
 }
 
-# 1. sendfile: pairs 1 .. tmax/2; 4 batches + 2 baselines per point.
+# 1. sendfile: pairs 1 .. tmax/2; 6 batches (adaptive included), 2
+#    baselines and the 2 peers per point.
 for t in "${threads[@]}"; do
   p=$(( t / 2 ))
   (( p >= 1 )) || continue
-  run "sendfile-p$p" 6 sendfile --pairs "$p" --batch 16,32,64,127
+  run "sendfile-p$p" 10 sendfile --pairs "$p" \
+    --batch 32,64,128,256,512,adaptive
 done
 # 2. kmem, N threads, 4 KiB objects.
 for t in "${threads[@]}"; do
-  run "kmem-t$t" 3 kmem --threads "$t"
+  run "kmem-t$t" 5 kmem --threads "$t"
 done
 # 3. page-fault analogs at depth 4, one thread count per invocation.
 for s in pagefault1 pagefault3 fallocate; do
@@ -124,7 +130,9 @@ done
 # 4. multitenant: 16 tenants on 2, 4, 8 softirq threads.
 for w in 2 4 8; do
   (( w <= tmax )) || continue
-  run "multitenant-w$w" 3 multitenant --tenants 16 --softirq-threads "$w"
+  run "multitenant-w$w" 5 multitenant --tenants 16 --softirq-threads "$w"
+  run "multitenant-w$w-adaptive" 1 multitenant --tenants 16 \
+    --softirq-threads "$w" --variant slots7 --batch adaptive
 done
 
 # Tables, seed claims at the largest thread counts and plots (gnuplot, if

@@ -1,12 +1,15 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The charge path (kernel: try_charge_memcg, E4/E5). The fast path is one
-// CPU-id read, one try-lock and a scan of at most `slots` pointers in this
-// CPU's stock: no shared cache line is written. Everything else is the slow
-// path below, which charges a whole batch through the counters so that the
-// next batch - n charges on this CPU hit the stock again.
+// The charge path (kernel: try_charge_memcg, E4/E5). The fast path is the
+// stock's hit (charge_stock.h): one restartable sequence that reads the
+// CPU id, scans at most `slots` pointers of this CPU's stock and stores the
+// slot's new count, with no stack frame (or, without rseq, the same under
+// the shard's try-lock); no shared cache line is written. Everything else
+// is the slow path below, which charges a whole batch through the counters
+// so that the next batch - n charges on this CPU hit the stock again.
 
 #include <algorithm>
+#include <cstdint>
 
 #include "charge_stock.h"
 #include "controller_impl.h"
@@ -38,7 +41,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   Controller& ctrl = *g->controller_;
   ChargeStock& stock = *g->stock_;
   const bool may_reclaim = HasFlag(flags, ChargeFlags::kMayReclaim);
-  uint64_t batch = std::max<uint64_t>(static_cast<uint64_t>(stock.batch()), n);
+  uint64_t batch = std::max<uint64_t>(static_cast<uint64_t>(g->batch()), n);
   int retries = kMaxReclaimRetries;
   int progress_rounds = 0;
   // The subtree whose stocks were last drained (kernel: `drained`, a
@@ -89,7 +92,22 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
     // A reclaimer (or OOM handler) charging: force rather than recurse
     // into reclaim (PF_MEMALLOC).
     if (tls_charge.in_reclaim > 0) goto force;
-    if (!may_reclaim) goto nomem;
+    if (!may_reclaim) {
+      // The adaptive policy's promise (adaptive_batch.h): no refusal that
+      // the base batch would not make. Its stocks may hold more pages than
+      // the base batch's, so before refusing, the refusing level's
+      // subtree gives its stocked pages back (once per level, as below);
+      // a refusal then sees no stock at all in that subtree. Forcing
+      // charges (kNoFail, kHigh) do not wait for a drain.
+      if (stock.adaptive() && !HasFlag(flags, ChargeFlags::kNoFail) &&
+          !HasFlag(flags, ChargeFlags::kHigh) &&
+          (drained == nullptr || !over->IsDescendantOf(*drained))) {
+        stock.DrainAll(over);
+        drained = over;
+        continue;
+      }
+      goto nomem;
+    }
 
     RaiseEvent(over, MemoryEvent::kMax);
     raised_max = true;
@@ -136,6 +154,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
 
   // done_restock:
   if (batch > n) stock.Refill(g, batch - n);
+  if (stock.adaptive()) AdaptBatch(g);
   if (Group* over_high = HighCheck(g, batch);
       over_high != nullptr && !may_reclaim) {
     // This charge cannot reclaim: another thread will (kernel: high_work).
@@ -176,12 +195,60 @@ force:
   }
 }
 
+void ControllerImpl::AdaptBatch(Group* g) {
+  ChargeStock& stock = *g->stock_;
+  std::atomic<bool>& busy = g->batch_policy_busy_;
+  // A try-lock: a decision already being made for this group covers ours.
+  if (busy.load(std::memory_order_relaxed) ||
+      busy.exchange(true, std::memory_order_acquire)) {
+    return;
+  }
+  // Offline groups are not cached by any stock: nothing to decide.
+  if (g->online_.load(std::memory_order_relaxed)) {
+    const int64_t now = g->controller_->clock_->Now().count();
+    const int64_t last = g->batch_event_ns_.load(std::memory_order_relaxed);
+    g->batch_event_ns_.store(now, std::memory_order_relaxed);
+    int64_t interval = g->batch_interval_ns_.load(std::memory_order_relaxed);
+    // Smoothed over about four events, so one quick pair of events from
+    // two CPUs does not look like a high rate.
+    interval += (std::max<int64_t>(0, now - last) - interval) / 4;
+    g->batch_interval_ns_.store(interval, std::memory_order_relaxed);
+    // The room under the tightest limit of the group and its ancestors.
+    uint64_t room = UINT64_MAX;
+    for (const Group* l = g; l->parent_ != nullptr; l = l->parent_) {
+      const uint64_t usage = l->memory_.usage().raw();
+      const uint64_t limit =
+          std::min(l->memory_.max().raw(), l->memory_.high().raw());
+      room = std::min(room, limit > usage ? limit - usage : 0);
+    }
+    const int old_batch = g->batch();
+    const int next = stock.policy().Next(old_batch, room, interval);
+    if (next != old_batch) {
+      g->batch_.store(next, std::memory_order_relaxed);
+      // Slots may hold up to the old batch: return them, so the slack is
+      // within nr_cpus x the new batch (ChargeStock::TrimGroup orders
+      // every later hit after the store above).
+      if (next < old_batch) stock.TrimGroup(g);
+    }
+  }
+  busy.store(false, std::memory_order_release);
+}
+
 }  // namespace internal
 
 using internal::ControllerImpl;
 
+// The hit first, with no check before it: a group found in a stock slot
+// with n pages is online (RemoveGroup drains its slots after taking it
+// offline; a hit racing with that is a charge racing with removal) and
+// not the root (never cached), and n is then a valid size. Everything
+// else is TryChargeMiss, a tail call, so the hit needs no stack frame.
 ChargeResult Group::TryCharge(Pages n, ChargeFlags flags) {
-  const uint64_t nr = n.raw();
+  if (stock_->ConsumeHit(this, n.raw())) return {};
+  return TryChargeMiss(n.raw(), flags);
+}
+
+ChargeResult Group::TryChargeMiss(uint64_t nr, ChargeFlags flags) {
   if (nr > kPageCounterMax.raw()) {
     ChargeResult r;
     r.code = StatusCode::kInvalidArgument;
@@ -196,13 +263,22 @@ ChargeResult Group::TryCharge(Pages n, ChargeFlags flags) {
     r.code = StatusCode::kFailedPrecondition;
     return r;
   }
-  if (stock_->Consume(this, nr)) return {};
+  if (stock_->ConsumeMiss(this, nr)) return {};
   return ControllerImpl::ChargeSlow(this, nr, flags);
 }
 
+// As TryCharge: the rseq hit first (a cached group is never the root), then
+// the rest out of line.
 void Group::Uncharge(Pages n) {
-  if (n.raw() == 0 || parent_ == nullptr) return;
-  stock_->Refill(this, n.raw());
+  if (stock_->RefillHit(this, n.raw())) return;
+  UnchargeMiss(n.raw());
+}
+
+void Group::UnchargeMiss(uint64_t n) {
+  if (n == 0 || parent_ == nullptr) return;
+  if (stock_->RefillMiss(this, n) && stock_->adaptive()) {
+    ControllerImpl::AdaptBatch(this);
+  }
 }
 
 void Group::UnchargeDirect(Pages n) {
@@ -211,11 +287,6 @@ void Group::UnchargeDirect(Pages n) {
 }
 
 namespace {
-
-bool IsPageItem(const Group& g, StatItem item) {
-  return g.controller().StatItemUnit(item) == StatUnit::kPages &&
-         g.controller().StatItemName(item) != nullptr;
-}
 
 // A page charge's statistic goes to the charged group or, once that group
 // was removed, to its nearest online ancestor (the root included): where
@@ -235,12 +306,18 @@ void AccountStat(Group* g, StatItem item, int64_t delta) {
 }  // namespace
 
 ChargeResult Group::TryCharge(Pages n, ChargeFlags flags, StatItem item) {
-  if (!IsPageItem(*this, item)) {
+  if (!ControllerImpl::IsPageItem(*this, item)) {
     ChargeResult r;
     r.code = StatusCode::kInvalidArgument;
     return r;
   }
-  ChargeResult r = TryCharge(n, flags);
+  // The stock hit inline (a cached group is online and not the root, and
+  // charged n > 0 pages or nothing at all); everything else as TryCharge.
+  if (stock_->ConsumeHit(this, n.raw())) {
+    if (n.raw() != 0) AccountStat(this, item, static_cast<int64_t>(n.raw()));
+    return {};
+  }
+  ChargeResult r = TryChargeMiss(n.raw(), flags);
   // The root's charges are not accounted, and neither are its stats.
   if (r.ok() && n.raw() != 0 && !is_root()) {
     AccountStat(this, item, static_cast<int64_t>(n.raw()));
@@ -249,15 +326,23 @@ ChargeResult Group::TryCharge(Pages n, ChargeFlags flags, StatItem item) {
 }
 
 void Group::Uncharge(Pages n, StatItem item) {
-  Uncharge(n);
-  if (n.raw() != 0 && !is_root() && IsPageItem(*this, item)) {
+  if (stock_->RefillHit(this, n.raw())) {
+    // A cached group: online (or being removed, see AccountStat), not the
+    // root.
+    if (n.raw() != 0 && ControllerImpl::IsPageItem(*this, item)) {
+      AccountStat(this, item, -static_cast<int64_t>(n.raw()));
+    }
+    return;
+  }
+  UnchargeMiss(n.raw());
+  if (n.raw() != 0 && !is_root() && ControllerImpl::IsPageItem(*this, item)) {
     AccountStat(this, item, -static_cast<int64_t>(n.raw()));
   }
 }
 
 void Group::UnchargeDirect(Pages n, StatItem item) {
   UnchargeDirect(n);
-  if (n.raw() != 0 && !is_root() && IsPageItem(*this, item)) {
+  if (n.raw() != 0 && !is_root() && ControllerImpl::IsPageItem(*this, item)) {
     AccountStat(this, item, -static_cast<int64_t>(n.raw()));
   }
 }

@@ -2,25 +2,88 @@
 
 #include "charge_stock.h"
 
+#include <algorithm>
+
 #include "controller_impl.h"
 #include "umemcg/group.h"
 
 namespace umemcg::internal {
 
-ChargeStock::ChargeStock(CpuIdSource cpu, int batch, int slots)
-    : cpu_(std::move(cpu)),
-      batch_(batch),
+namespace {
+
+// The group's current batch (see the header). Relaxed: read under the
+// shard's lock, which orders it after the store of a shrink that is
+// followed by DrainGroup (see DrainGroup).
+uint64_t BatchOf(const Group* g) { return static_cast<uint64_t>(g->batch()); }
+
+}  // namespace
+
+ChargeStock::ChargeStock(CpuIdSource cpu, int batch, int slots, bool rseq,
+                         bool adaptive, int batch_max)
+    : hit_shards_(rseq && cpu.source() == CpuSource::kRseq && cpu.identity() &&
+                          RseqCommitAvailable()
+                      ? static_cast<uint32_t>(cpu.nr_shards())
+                      : 0),
+      rseq_(hit_shards_ != 0),
+      nr_shards_(static_cast<uint32_t>(cpu.nr_shards())),
       slots_(slots),
-      rseq_(cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
-            RseqCommitAvailable()),
-      nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
+      batch_(batch),
+      base_(nullptr),
+      adaptive_(adaptive),
+      policy_{.base = batch,
+              .cap = std::max(batch, batch_max),
+              .nr_cpus = cpu.nr_shards()},
+      cpu_(std::move(cpu)),
       shards_(cpu_.nr_shards()) {
+  base_ = &shards_[0];
   for (int k = 0; k < shards_.size(); ++k) {
     shards_[k].index = static_cast<uint16_t>(k);
   }
 }
 
 ChargeStock::~ChargeStock() { DrainAll(nullptr); }
+
+bool ChargeStock::ConsumeLocked(Group* group, uint64_t n) {
+  if (n > static_cast<uint64_t>(kMaxBatch)) return false;
+  const int k = TryLockCurrent();
+  if (k < 0) return false;
+  StockShard& s = shards_[k];
+  bool ok = false;
+  for (int i = 0; i < slots_; ++i) {
+    if (s.group(i) != group) continue;
+    if (s.pages(i) >= n) {
+      s.set_pages(i, s.pages(i) - n);
+      ok = true;
+    }
+    break;  // a group occupies at most one slot per shard
+  }
+  s.lock.unlock();
+  return ok;
+}
+
+bool ChargeStock::RefillMiss(Group* group, uint64_t n) {
+  if (n > BatchOf(group)) {
+    UnchargeDirect(group, n);
+    return false;
+  }
+  const int k = TryLockCurrent();
+  if (k < 0) {
+    UnchargeDirect(group, n);
+    return false;
+  }
+  StockShard& s = shards_[k];
+  // The common case here (the try-lock path's hit): the slot exists and
+  // stays within the batch.
+  for (int i = 0; i < slots_; ++i) {
+    if (s.group(i) != group) continue;
+    const uint64_t pages = s.pages(i) + n;
+    if (pages > BatchOf(group)) break;
+    s.set_pages(i, pages);
+    s.lock.unlock();
+    return false;
+  }
+  return RefillLocked(s, group, n);
+}
 
 void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {
   Group* g = s.group(i);
@@ -30,7 +93,7 @@ void ChargeStock::DrainSlot(StockShard& s, int i, bool release) {
     s.set_pages(i, 0);
   }
   if (release) {
-    s.slot[i].group.store(nullptr, std::memory_order_relaxed);
+    s.cached[i].store(nullptr, std::memory_order_relaxed);
     if (nr_shards_ <= 64) {
       // Exact: no other shard shares the bit. Relaxed: the shard lock
       // orders it with a later install here; a stale bit only costs a
@@ -48,38 +111,47 @@ void ChargeStock::UnchargeDirect(Group* group, uint64_t n) {
   ControllerImpl::UnchargeCounters(group, n);
 }
 
-void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
+bool ChargeStock::RefillLocked(StockShard& s, Group* group, uint64_t n) {
   // A drained slot may find an underflow: reported after the unlock below.
   DeferReports defer;
+  const uint64_t batch = BatchOf(group);
+  int empty = -1;
+  for (int i = 0; i < slots_; ++i) {
+    if (s.group(i) == group) {
+      const uint64_t pages = s.pages(i) + n;
+      if (pages <= batch) {
+        s.set_pages(i, pages);
+        s.lock.unlock();
+        return false;
+      }
+      // Over the batch: return the slot's pages, keep the slot (see the
+      // header).
+      s.set_pages(i, 0);
+      s.lock.unlock();
+      ControllerImpl::UnchargeCounters(group, pages);
+      return true;
+    }
+    if (s.group(i) == nullptr && empty < 0) empty = i;
+  }
   // A removed group is not cached (it would pin it). Relaxed: a shortcut;
   // the install below checks again in the order that matters.
   if (!group->online_.load(std::memory_order_relaxed)) {
     s.lock.unlock();
     ControllerImpl::UnchargeCounters(group, n);
-    return;
-  }
-  int empty = -1;
-  for (int i = 0; i < slots_; ++i) {
-    if (s.group(i) == group) {
-      // Over one batch (the inline path handled the rest): return the
-      // slot's pages, keep the slot (see the header).
-      s.set_pages(i, s.pages(i) + n);  // <= 2 * 127
-      DrainSlot(s, i, false);
-      s.lock.unlock();
-      return;
-    }
-    if (s.group(i) == nullptr && empty < 0) empty = i;
+    return false;
   }
   // Installing: record the shard in the group first, then check online_
   // again (both seq_cst). RemoveGroup stores online_ = false, then reads
   // the shards (seq_cst): either it sees this shard and drains it after we
-  // unlock, or we see the group offline here and do not cache it.
+  // unlock, or we see the group offline here and do not cache it. (An
+  // installed slot implies the group was online then; RemoveGroup's drain
+  // takes back whatever a hit adds to it later.)
   group->stock_shards_.fetch_or(uint64_t{1} << (ShardOf(s) & 63),
                                 std::memory_order_seq_cst);
   if (!group->online_.load(std::memory_order_seq_cst)) {
     s.lock.unlock();
     ControllerImpl::UnchargeCounters(group, n);
-    return;
+    return false;
   }
   int i = empty;
   if (i < 0) {
@@ -90,9 +162,10 @@ void ChargeStock::RefillSlow(StockShard& s, Group* group, uint64_t n) {
     DrainSlot(s, i, true);
   }
   group->Get();
-  s.slot[i].group.store(group, std::memory_order_relaxed);
+  s.cached[i].store(group, std::memory_order_relaxed);
   s.set_pages(i, n);
   s.lock.unlock();
+  return false;
 }
 
 void ChargeStock::DrainAll(const Group* subtree) {
@@ -113,7 +186,7 @@ void ChargeStock::DrainAll(const Group* subtree) {
 }
 
 void ChargeStock::DrainGroup(Group* group) {
-  // seq_cst: after RemoveGroup's store of online_ (see RefillSlow).
+  // seq_cst: after RemoveGroup's store of online_ (see RefillLocked).
   const uint64_t mask = group->stock_shards_.load(std::memory_order_seq_cst);
   if (mask == 0) return;
   for (int k = 0; k < shards_.size(); ++k) {
@@ -130,6 +203,25 @@ void ChargeStock::DrainGroup(Group* group) {
   }
 }
 
+void ChargeStock::TrimGroup(const Group* group) {
+  // A shrink stores the new batch, then calls this: each shard's lock (and
+  // fence) orders every later hit or locked refill after the store, so
+  // once a shard is passed its slot stays within the new batch.
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    // Underflows found below reach the error hook after the unlock.
+    DeferReports defer;
+    StockShard& s = shards_[cpu];
+    LockShard(cpu);
+    for (int i = 0; i < slots_; ++i) {
+      if (s.group(i) == group) {
+        DrainSlot(s, i, false);
+        break;
+      }
+    }
+    s.lock.unlock();
+  }
+}
+
 std::string ChargeStock::CheckInvariants() const {
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     StockShard& s = shards_[cpu];
@@ -140,10 +232,10 @@ std::string ChargeStock::CheckInvariants() const {
           "cpu " + std::to_string(cpu) + " slot " + std::to_string(i);
       if (i >= slots_ && (s.group(i) != nullptr || s.pages(i) != 0)) {
         bad = where + ": used beyond stock_slots";
-      } else if (s.pages(i) > static_cast<uint64_t>(batch_)) {
-        bad = where + ": holds more than one batch";
       } else if (s.group(i) == nullptr && s.pages(i) != 0) {
         bad = where + ": pages without a group";
+      } else if (s.group(i) != nullptr && s.pages(i) > BatchOf(s.group(i))) {
+        bad = where + ": holds more than the group's batch";
       } else if (s.group(i) != nullptr &&
                  s.group(i)->refs_.load(std::memory_order_relaxed) <= 0) {
         bad = where + ": caches a group with no reference";

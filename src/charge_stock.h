@@ -1,10 +1,16 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // ChargeStock: per-CPU caches of pre-charged pages (kernel: memcg_stock_pcp,
-// the multi-memcg stock of v6.16+, docs/architecture.md: Eras). Each CPU
-// shard holds up to `slots` groups, each with a 64-bit page count, and a
-// round-robin eviction cursor. Pages in a slot are already charged to the group
-// and all its ancestors; consuming them touches only the shard.
+// the E4/E5 multi-memcg stock). Each CPU shard holds up to `slots` groups,
+// each with a 32-bit page count (batches of up to 4096 pages), and a
+// round-robin eviction cursor. Pages in a slot are already charged to the
+// group and all its ancestors; consuming them touches only the shard.
+//
+// Per-group batch. A slot holds at most its group's current batch
+// (Group::batch_): the controller's `batch` for every group under the
+// fixed policy, a value the adaptive policy moves per group (charge.cc,
+// adaptive_batch.h). A group's batch only shrinks together with a trim of
+// its slots (TrimGroup), so a slot never holds more than it.
 //
 // Differences from the kernel, on purpose:
 // - A slot that overflows one batch on refill returns its pages but keeps
@@ -13,16 +19,31 @@
 //   atomic, so keeping it saves two contended RMWs per batch.
 // - DrainAll is synchronous and drains only the slots of the subtree, not
 //   every slot of a CPU that holds one (see Controller::DrainAllStocks).
+// - Page counts are 32-bit (the kernel's are uint8, MEMCG_CHARGE_BATCH <=
+//   S8_MAX), for batches up to 4096 pages. Not 16-bit: a 16-bit store and
+//   reload of the same count (a charge, then an uncharge) is not renamed
+//   in the store queue on current x86 cores and costs a store-forwarding
+//   round trip, about 3 ns per pair on the AMD EPYC machine the benchmarks
+//   run on; 32- and 64-bit ones are free.
 // - Each group records the shards whose slots cache it
 //   (Group::stock_shards_, set on install, cleared on eviction), so that
 //   removing a group locks (and fences) only those shards: DrainGroup.
 //
-// Hit paths. With the rseq CPU source, Consume and the in-batch Refill find
-// the group's slot and commit its new page count with one plain store
-// inside a restartable sequence (port/rseq.h), as the object stock does:
-// no atomic RMW. Everything else takes the shard's TryLock, fencing the
-// shard's CPU (RseqExclude) when the holder is not running on it. Without
-// rseq the hit paths take the TryLock too.
+// Hit paths. With the rseq CPU source, ConsumeHit and RefillHit are one
+// restartable sequence each (port/rseq.h's protocol, written out here):
+// read the CPU id and find the group's slot (slot 0 inline, the others
+// out of line), then inside the sequence re-check the CPU, the shard's lock
+// byte and the slot's group, read the slot's count, check it (and the
+// group's batch) and store the new count: the commit. No atomic RMW, no
+// lock, no stack frame, no taken branch. Everything else takes the shard's
+// TryLock, fencing the shard's CPU (RseqExclude) when the holder is not
+// running on it. Without rseq the hit paths report a miss and the callers
+// take the locked paths (ConsumeMiss, RefillMiss).
+//
+// Footprint: one 256-byte shard (four cache lines) per CPU: the 16 counts
+// (64 bytes), then the lock word, the eviction cursor and the shard's
+// number, then the 16 group pointers (the first six on the lock's line). A
+// hit on one of the first six slots reads two lines.
 //
 // Thread safety: all methods are safe from any thread. Consume and Refill
 // use the rseq commit or the shard's TryLock and fall back (fail /
@@ -33,50 +54,52 @@
 #define UMEMCG_SRC_CHARGE_STOCK_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "adaptive_batch.h"
 #include "port/cpu.h"
 #include "port/per_cpu.h"
 #include "port/rseq.h"
 #include "port/try_lock.h"
+#include "umemcg/group.h"
 
 namespace umemcg {
-class Group;
 namespace internal {
 
 inline constexpr int kMaxStockSlots = 16;
-// The kernel's cap (S8_MAX: its slot counts are uint8); ours are 64-bit.
-inline constexpr int kMaxBatch = 127;
+inline constexpr int kMaxBatch = 4096;
 
-// One CPU's stock. Written under `lock` (and, with rseq, by the owning
-// CPU's commit of a slot's `pages`); atomics so that the rseq path and
+// One CPU's stock. Written under `lock` and, with rseq, by the owning
+// CPU's commit of a slot's count; atomics so that the rseq path and
 // Stocked may read them unlocked. Relaxed accesses everywhere: the lock
 // and the rseq protocol order them.
 struct StockShard {
-  struct Slot {
-    std::atomic<Group*> group{nullptr};  // holds a reference
-    std::atomic<uint64_t> pages{0};      // <= batch
-  };
+  std::atomic<uint32_t> nr_pages[kMaxStockSlots] = {};  // <= group's batch
   TryLock lock;
   uint8_t drain_idx = 0;  // next eviction victim (E5 round robin)
   uint16_t index = 0;     // this shard's number (set once)
-  Slot slot[kMaxStockSlots];
+  std::atomic<Group*> cached[kMaxStockSlots] = {};  // each holds a reference
 
   Group* group(int i) const {
-    return slot[i].group.load(std::memory_order_relaxed);
+    return cached[i].load(std::memory_order_relaxed);
   }
   uint64_t pages(int i) const {
-    return slot[i].pages.load(std::memory_order_relaxed);
+    return nr_pages[i].load(std::memory_order_relaxed);
   }
   void set_pages(int i, uint64_t n) {
-    slot[i].pages.store(n, std::memory_order_relaxed);
+    nr_pages[i].store(static_cast<uint32_t>(n), std::memory_order_relaxed);
   }
 };
 
 class ChargeStock {
  public:
-  ChargeStock(CpuIdSource cpu, int batch, int slots);
+  // `batch`: the base batch (ControllerOptions::batch). `rseq`: use rseq
+  // commits when this process supports them. `adaptive`: per-group
+  // batches move by `policy` (BatchPolicy::kAdaptive).
+  ChargeStock(CpuIdSource cpu, int batch, int slots, bool rseq,
+              bool adaptive = false, int batch_max = 0);
   ~ChargeStock();
 
   ChargeStock(const ChargeStock&) = delete;
@@ -85,63 +108,85 @@ class ChargeStock {
   const CpuIdSource& cpu() const { return cpu_; }
   int batch() const { return batch_; }
   int slots() const { return slots_; }
-  int nr_shards() const { return shards_.size(); }
+  int nr_shards() const { return static_cast<int>(nr_shards_); }
 
   // True when the hit paths commit through rseq (see the file comment).
   bool rseq() const { return rseq_; }
 
-  // Takes `n` pages of `group` from this CPU's stock. False if n > batch,
-  // the shard is busy, or the slot holds fewer than n (no partial use).
-  // Kernel: consume_stock().
+  // BatchPolicy::kAdaptive and its rule (adaptive_batch.h).
+  bool adaptive() const { return adaptive_; }
+  const AdaptiveBatch& policy() const { return policy_; }
+
+  // The rseq hit of Consume: true when `n` pages of `group` were taken
+  // from this CPU's stock. False (never an error) when rseq is off, the
+  // slot is missing or short, the shard is locked, or the sequence was
+  // aborted twice: the caller then tries Consume (or charges).
+  bool ConsumeHit(const Group* group, uint64_t n) {
+#if UMEMCG_HAVE_RSEQ_COMMIT
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      switch (RseqUpdate</*kConsume=*/true>(group, n)) {
+        case RseqResult::kCommitted:
+          return true;
+        case RseqResult::kMismatch:
+          return false;
+        case RseqResult::kAborted:
+          break;
+      }
+    }
+#else
+    (void)group, (void)n;
+#endif
+    return false;
+  }
+
+  // The rseq hit of Refill: true when `n` pages were added to `group`'s
+  // slot on this CPU, staying within the group's batch. False when rseq
+  // is off, the slot is missing, it would pass the batch, the shard is
+  // locked or the sequence was aborted twice: the caller then calls
+  // Refill.
+  bool RefillHit(const Group* group, uint64_t n) {
+#if UMEMCG_HAVE_RSEQ_COMMIT
+    if (n > static_cast<uint64_t>(kMaxBatch)) return false;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      switch (RseqUpdate</*kConsume=*/false>(group, n)) {
+        case RseqResult::kCommitted:
+          return true;
+        case RseqResult::kMismatch:
+          return false;
+        case RseqResult::kAborted:
+          break;
+      }
+    }
+#else
+    (void)group, (void)n;
+#endif
+    return false;
+  }
+
+  // Takes `n` pages of `group` from this CPU's stock: the rseq hit, else
+  // under the shard's lock. False if the shard is busy or the slot holds
+  // fewer than n (no partial use). Kernel: consume_stock().
   bool Consume(Group* group, uint64_t n) {
-    if (n > static_cast<uint64_t>(batch_)) return false;
-    if (rseq_) {
-      if (const int r = CommitHit(group, n, /*consume=*/true); r >= 0) {
-        return r != 0;
-      }
-    }
-    const int k = TryLockCurrent();
-    if (k < 0) return false;
-    StockShard& s = shards_[k];
-    bool ok = false;
-    for (int i = 0; i < slots_; ++i) {
-      if (s.group(i) != group) continue;
-      if (s.pages(i) >= n) {
-        s.set_pages(i, s.pages(i) - n);
-        ok = true;
-      }
-      break;  // a group occupies at most one slot per shard
-    }
-    s.lock.unlock();
-    return ok;
+    return rseq_ ? ConsumeHit(group, n) : ConsumeMiss(group, n);
+  }
+  // Consume after ConsumeHit failed: with rseq nothing more to try (the
+  // hit fails only where the locked path would: a busy shard, a missing or
+  // short slot; or after two aborts, when charging a batch is also
+  // right), else the locked path.
+  bool ConsumeMiss(Group* group, uint64_t n) {
+    return !rseq_ && ConsumeLocked(group, n);
   }
 
   // Puts `n` charged pages of `group` into this CPU's stock; they are
-  // uncharged directly when n > batch, the shard is busy or the group is
-  // offline. A slot passing one batch returns its pages to the counters.
-  // Kernel: refill_stock(). The common case (the group's slot exists and
-  // stays within a batch) is inline; the rest is RefillSlow.
-  void Refill(Group* group, uint64_t n) {
-    if (n > static_cast<uint64_t>(batch_)) return UnchargeDirect(group, n);
-    if (rseq_ && CommitHit(group, n, /*consume=*/false) == 1) return;
-    const int k = TryLockCurrent();
-    if (k < 0) return UnchargeDirect(group, n);
-    StockShard& s = shards_[k];
-    for (int i = 0; i < slots_; ++i) {
-      if (s.group(i) != group) continue;
-      // An installed slot implies the group was online when installed;
-      // RemoveGroup's drain runs after it went offline and will take
-      // these pages back (see RefillSlow for the install-time check).
-      const uint64_t pages = s.pages(i) + n;
-      if (pages <= static_cast<uint64_t>(batch_)) {
-        s.set_pages(i, pages);
-        s.lock.unlock();
-        return;
-      }
-      break;
-    }
-    RefillSlow(s, group, n);
+  // uncharged directly when n > the group's batch, the shard is busy or
+  // the group is offline. A slot passing the batch returns its pages to
+  // the counters. Kernel: refill_stock(). Returns true when a slot passed
+  // its batch (a batch event for the adaptive policy).
+  bool Refill(Group* group, uint64_t n) {
+    return !RefillHit(group, n) && RefillMiss(group, n);
   }
+  // Refill after RefillHit failed: the locked path.
+  bool RefillMiss(Group* group, uint64_t n);
 
   // Drains, on every shard, each slot whose group is `subtree` or below it
   // (null: every slot), dropping the slots' references.
@@ -150,13 +195,18 @@ class ChargeStock {
   // REQUIRES: `group` is offline (RemoveGroup) and has no online
   // descendant, so no slot caches it anywhere else or again.
   void DrainGroup(Group* group);
+  // Returns the pages of `group`'s own slots on every shard (keeping the
+  // slots): after it, no slot holds more than the group's batch read
+  // under each shard's lock.
+  void TrimGroup(const Group* group);
 
   uint64_t drained_shards() const {
     return drained_shards_.load(std::memory_order_relaxed);
   }
 
-  // Empty string if every slot holds at most one batch and a referenced
-  // group; else a description of the first bad slot. Quiescent use only.
+  // Empty string if every slot holds at most its group's batch and a
+  // referenced group; else a description of the first bad slot.
+  // Quiescent use only.
   std::string CheckInvariants() const;
 
   // Pages cached for `group` over all shards.
@@ -171,49 +221,102 @@ class ChargeStock {
     return TryLockShard(shards_, cpu_.CurrentShard(), rseq_);
   }
   void LockShard(int k) const { internal::LockShard(shards_, k, rseq_); }
-  // The rseq hit path: 1 = committed; 0 = Consume found the slot short
-  // (the locked path would fail too); -1 = use the locked path.
-  int CommitHit(Group* group, uint64_t n, bool consume) {
-#if UMEMCG_HAVE_RSEQ_COMMIT
-    // One retry after an abort; then the locked path.
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const uint32_t cpu = RseqCpuId();
-      if (cpu >= nr_shards_) return -1;
-      StockShard& s = shards_[static_cast<int>(cpu)];
-      int i = 0;
-      while (s.group(i) != group) {
-        if (++i == slots_) return -1;
-      }
-      // Unlocked read: the commit re-checks the lock, the slot and it.
-      const uint64_t pages = s.pages(i);
-      uint64_t desired;
-      if (consume) {
-        if (pages < n) return 0;  // no partial use
-        desired = pages - n;
-      } else {
-        desired = pages + n;
-        if (desired > static_cast<uint64_t>(batch_)) return -1;  // overflow
-      }
-      switch (RseqCompareStore(cpu, s.lock.address(), &s.slot[i].group, group,
-                               reinterpret_cast<uint64_t*>(&s.slot[i].pages),
-                               pages, desired)) {
-        case RseqResult::kCommitted:
-          return 1;
-        case RseqResult::kMismatch:
-          return -1;
-        case RseqResult::kAborted:
-          break;
-      }
-    }
-#else
-    (void)group, (void)n, (void)consume;
-#endif
-    return -1;
-  }
 
-  // The rest of Refill: overflow, installing a slot, eviction. REQUIRES:
-  // s.lock held; releases it.
-  void RefillSlow(StockShard& s, Group* group, uint64_t n);
+#if UMEMCG_HAVE_RSEQ_COMMIT
+  // One restartable sequence on this CPU's shard: find `group`'s slot and
+  // store its count minus `n` (kConsume; mismatch when short) or plus `n`
+  // (mismatch past the group's batch). Mismatch also when the shard is
+  // locked, the slot is missing or the CPU id is not below hit_shards_
+  // (always, without rseq: hit_shards_ is then 0, and an rseq area that
+  // is not registered holds a negative id; the sequence starts only after
+  // that check, so rseq_area_offset is valid whenever it is used for a
+  // store); aborted when preempted, migrated or signalled inside (nothing
+  // stored).
+  template <bool kConsume>
+  RseqResult RseqUpdate(const Group* group, uint64_t n) {
+    static_assert(sizeof(uint32_t) == sizeof(StockShard::nr_pages[0]));
+    static_assert(sizeof(Group*) == sizeof(StockShard::cached[0]));
+    static_assert(sizeof(int32_t) == sizeof(Group::batch_));
+    static_assert(PerCpu<StockShard>::kStride == 256);
+    // The descriptor (start, length up to and including the commit,
+    // abort handler) lives in a writable data section, as in port/rseq.h;
+    // the kernel clears rseq_cs on abort, so each attempt stores it. The
+    // abort handler is preceded by glibc's RSEQ_SIG (x86), inside a ud1.
+    asm goto(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "3:\n\t"
+        ".long 0x0, 0x0\n\t"
+        ".quad 1f, (2f - 1f), 4f\n\t"
+        ".popsection\n\t"
+        // Before the sequence: the CPU id, its shard, the group's slot
+        // (slot 0 inline, the others out of line), all re-checked inside.
+        "movl %%fs:4(%[off]), %%eax\n\t"  // cpu_id
+        "cmpl %[hit_shards], %%eax\n\t"
+        "jae %l[mismatch]\n\t"
+        "movl %%eax, %%r11d\n\t"
+        "shlq $8, %%r11\n\t"  // x kStride (256, above)
+        "addq %[base], %%r11\n\t"
+        "xorl %%r10d, %%r10d\n\t"
+        "cmpq %[group], %c[cached](%%r11)\n\t"
+        "jne 7f\n\t"
+        "8:\n\t"
+        "leaq 3b(%%rip), %%rcx\n\t"
+        "movq %%rcx, %%fs:8(%[off])\n\t"  // rseq_cs: the sequence starts
+        "1:\n\t"
+        "cmpl %%fs:4(%[off]), %%eax\n\t"  // still on that CPU?
+        "jne %l[aborted]\n\t"
+        "cmpb $0, %c[lock](%%r11)\n\t"  // the shard's lock byte
+        "jne %l[mismatch]\n\t"
+        "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"  // still the slot?
+        "jne %l[mismatch]\n\t"
+        "movl %c[nr_pages](%%r11,%%r10,4), %%eax\n\t"
+        ".if %c[consume]\n\t"
+        "subq %[n], %%rax\n\t"
+        "jb %l[mismatch]\n\t"  // short: no partial use
+        ".else\n\t"
+        "addl %k[n], %%eax\n\t"     // n <= kMaxBatch: no carry
+        "cmpl %[batch], %%eax\n\t"  // the group's batch, read inside
+        "ja %l[mismatch]\n\t"
+        ".endif\n\t"
+        "movl %%eax, %c[nr_pages](%%r11,%%r10,4)\n\t"  // the commit
+        "2:\n\t"
+        // The rest of the slot scan, outside the sequence.
+        ".pushsection .text.unlikely, \"ax\"\n\t"
+        "7:\n\t"
+        "incl %%r10d\n\t"
+        "cmpl %[slots], %%r10d\n\t"
+        "jae %l[mismatch]\n\t"
+        "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"
+        "jne 7b\n\t"
+        "jmp 8b\n\t"
+        ".popsection\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".byte 0x0f, 0xb9, 0x3d\n\t"
+        ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in port/rseq.cc
+        "4:\n\t"
+        "jmp %l[aborted]\n\t"
+        ".popsection\n\t"
+        :
+        :
+        [off] "r"(rseq_area_offset), [hit_shards] "m"(hit_shards_),
+        [base] "m"(base_), [group] "r"(group), [slots] "m"(slots_), [n] "r"(n),
+        [batch] "m"(group->batch_), [cached] "i"(offsetof(StockShard, cached)),
+        [nr_pages] "i"(offsetof(StockShard, nr_pages)),
+        [lock] "i"(offsetof(StockShard, lock)), [consume] "i"(kConsume ? 1 : 0)
+        : "memory", "cc", "rax", "rcx", "r10", "r11"
+        : aborted, mismatch);
+    return RseqResult::kCommitted;
+  aborted:
+    return RseqResult::kAborted;
+  mismatch:
+    return RseqResult::kMismatch;
+  }
+#endif
+
+  bool ConsumeLocked(Group* group, uint64_t n);
+  // The locked part of Refill. REQUIRES: s.lock held; releases it.
+  bool RefillLocked(StockShard& s, Group* group, uint64_t n);
   // Returns pages straight to the counters.
   static void UnchargeDirect(Group* group, uint64_t n);
   static int ShardOf(const StockShard& s) { return s.index; }
@@ -222,13 +325,18 @@ class ChargeStock {
   // and empties the slot. REQUIRES: s.lock held.
   void DrainSlot(StockShard& s, int i, bool release);
 
-  const CpuIdSource cpu_;
-  const int batch_;
-  const int slots_;
+  // Read by every hit (one line): base_ is &shards_[0].
+  const uint32_t hit_shards_;  // nr_shards_ with rseq_, else 0
   const bool rseq_;
   const uint32_t nr_shards_;
-  // Shards locked by DrainAll (tests count removal work; relaxed: a
-  // counter that publishes nothing).
+  const int32_t slots_;
+  const int batch_;
+  StockShard* base_;
+  const bool adaptive_;
+  const AdaptiveBatch policy_;
+  const CpuIdSource cpu_;
+  // Shards locked by DrainAll / DrainGroup (tests count removal work;
+  // relaxed: a counter that publishes nothing).
   std::atomic<uint64_t> drained_shards_{0};
   mutable PerCpu<StockShard> shards_;
 };

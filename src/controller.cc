@@ -57,8 +57,18 @@ Status Invalid(const std::string& what) {
 StatusOr<std::unique_ptr<Controller>> Controller::Create(
     ControllerOptions options) {
   if (options.batch < 1 || options.batch > internal::kMaxBatch) {
-    return Invalid("batch must be in 1..127, got " +
+    return Invalid("batch must be in 1..4096, got " +
                    std::to_string(options.batch));
+  }
+  if (options.batch_policy != BatchPolicy::kFixed &&
+      options.batch_policy != BatchPolicy::kAdaptive) {
+    return Invalid("batch_policy must be kFixed or kAdaptive");
+  }
+  if (options.batch_policy == BatchPolicy::kAdaptive &&
+      (options.batch_max < options.batch ||
+       options.batch_max > internal::kMaxBatch)) {
+    return Invalid("batch_max must be in batch..4096, got " +
+                   std::to_string(options.batch_max));
   }
   if (options.stock_slots < 1 ||
       options.stock_slots > internal::kMaxStockSlots) {
@@ -90,6 +100,10 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
 
   ControllerInfo info;
   info.batch = options.batch;
+  info.batch_policy = options.batch_policy;
+  info.batch_max = options.batch_policy == BatchPolicy::kAdaptive
+                       ? options.batch_max
+                       : options.batch;
   info.stock_slots = options.stock_slots;
   info.obj_stock_slots = options.obj_stock_slots;
   info.obj_stat_cache = options.obj_stat_cache;
@@ -112,9 +126,11 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
   ctrl->obj_stock_ = std::make_unique<internal::ObjStock>(
       *cpu, info.obj_stock_slots, info.batch, info.obj_stat_cache,
-      info.obj_stock);
+      info.obj_stock, ctrl->options_.stock_rseq);
   ctrl->stock_ = std::make_unique<internal::ChargeStock>(
-      std::move(cpu).value(), info.batch, info.stock_slots);
+      std::move(cpu).value(), info.batch, info.stock_slots,
+      ctrl->options_.stock_rseq, info.batch_policy == BatchPolicy::kAdaptive,
+      info.batch_max);
   ctrl->info_.stock_rseq = ctrl->stock_->rseq();
   internal::Rstat::Options ro;
   ro.batch = info.batch;

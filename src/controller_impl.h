@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 #include "port/fork.h"
 #include "umemcg/controller.h"
@@ -112,6 +113,11 @@ class ControllerImpl {
   // page_counter_uncharge + underflow reporting.
   static void UnchargeCounters(Group* g, uint64_t n);
 
+  // BatchPolicy::kAdaptive: a batch event of `g` (a charge refilled a
+  // stock, or a slot passed its batch). Feeds AdaptiveBatch and applies its
+  // decision: a new batch, with a trim of g's slots when it shrank.
+  static void AdaptBatch(Group* g);
+
   // memcg_memory_event(): local, then hierarchical up to (not incl.) root;
   // `count` occurrences at once (one callback per level).
   static void RaiseEvent(Group* g, MemoryEvent event, uint64_t count = 1);
@@ -153,6 +159,13 @@ class ControllerImpl {
   static Group* GroupOfCounter(Group* start, const PageCounter* counter);
 
   static Controller& Ctrl(const Group* g) { return *g->controller_; }
+  // True for a page-unit statistic of g's controller (what TryCharge /
+  // Uncharge with an item move): one bounds check and one load.
+  static bool IsPageItem(const Group& g, StatItem item) {
+    const std::vector<StatUnit>& units = g.controller_->stat_units_;
+    const auto i = static_cast<size_t>(item);
+    return i < units.size() && units[i] == StatUnit::kPages;
+  }
   static PageCounter& Memory(Group* g) { return g->memory_; }
 
   // Drains every stock for `subtree` now (the body of DrainAllStocks, run

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 
 #include "charge_stock.h"
 #include "controller_impl.h"
@@ -46,7 +47,9 @@ Group::Group(Controller* controller, Group* parent, std::string name,
       depth_(parent != nullptr ? parent->depth_ + 1 : 0),
       stats_(internal::GroupStats::Create(
           controller->rstat_.get(),
-          parent != nullptr ? parent->stats_ : nullptr)) {
+          parent != nullptr ? parent->stats_ : nullptr)),
+      // The root is never cached (charging it is a no-op).
+      batch_(parent != nullptr ? controller->stock_->batch() : 0) {
   if (parent_ != nullptr) parent_->Get();
 }
 
@@ -278,9 +281,15 @@ Status Group::RemoveReclaimer(Reclaimer* reclaimer) {
 
 Pages Group::StockedPages() const { return Pages(stock_->Stocked(this)); }
 
+std::string Group::MemoryStock() const {
+  return "stocked " + std::to_string(StockedPages().in_bytes()) + "\nbatch " +
+         std::to_string(batch()) + "\nslack_bound " +
+         std::to_string(StockSlackBound().in_bytes()) + "\n";
+}
+
 Pages Group::StockSlackBound() const {
   return Pages(static_cast<uint64_t>(stock_->nr_shards()) *
-               static_cast<uint64_t>(stock_->batch()));
+               static_cast<uint64_t>(batch()));
 }
 
 }  // namespace umemcg

@@ -23,7 +23,11 @@ ObjCgroup::ObjCgroup(Controller* controller, Group* origin)
       origin_id_(origin->id()),
       controller_(controller),
       stock_(controller->obj_stock_.get()),
-      is_root_(origin->is_root()) {}
+      is_root_(origin->is_root()),
+      stock_shards_(stock_->shards_base()),
+      stock_hit_shards_(stock_->hit_shards()),
+      stock_slots_(stock_->slots()),
+      stock_cache_stats_(stock_->cache_stats()) {}
 
 void ObjCgroup::Put() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -63,6 +67,7 @@ ChargeResult ObjCgroup::Charge(Bytes size, ChargeFlags flags, StatItem item) {
 
 ChargeResult ObjCgroup::ChargeSlow(uint64_t n, ChargeFlags flags,
                                    StatItem item) {
+  if (stock_->TryCommitUncached(this, n, /*consume=*/true, item)) return {};
   if (n == 0 || is_root_) return {};
   if (n > kPageCounterMax.in_bytes()) {
     ChargeResult r;
@@ -101,6 +106,7 @@ void ObjCgroup::Uncharge(Bytes size, StatItem item) {
 }
 
 void ObjCgroup::UnchargeSlow(uint64_t n, StatItem item) {
+  if (stock_->TryCommitUncached(this, n, /*consume=*/false, item)) return;
   if (n == 0 || is_root_) return;
   if (n > kPageCounterMax.in_bytes()) {
     SrcuReadScope section(*controller_->srcu_);

@@ -18,16 +18,18 @@
 namespace umemcg::internal {
 
 ObjStock::ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
-                   bool enabled)
+                   bool enabled, bool rseq)
     : cpu_(std::move(cpu)),
       slots_(slots),
       batch_(batch),
       cache_stats_(cache_stats),
       enabled_(enabled),
-      rseq_(enabled && cpu_.source() == CpuSource::kRseq && cpu_.identity() &&
-            RseqCommitAvailable()),
+      rseq_(enabled && rseq && cpu_.source() == CpuSource::kRseq &&
+            cpu_.identity() && RseqCommitAvailable()),
       nr_shards_(static_cast<uint32_t>(cpu_.nr_shards())),
-      shards_(cpu_.nr_shards()) {
+      hit_shards_(rseq_ ? nr_shards_ : 0),
+      shards_(cpu_.nr_shards()),
+      base_(&shards_[0]) {
   for (int k = 0; k < shards_.size(); ++k) {
     shards_[k].index = static_cast<uint16_t>(k);
   }

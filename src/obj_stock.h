@@ -9,14 +9,16 @@
 // slot are part of whole pages already charged to the objcg's current
 // group; consuming them touches only the shard.
 //
-// The hit paths (TryCommitConsume, TryCommitUncharge) run as a restartable
-// sequence when the CPU source is rseq (port/rseq.h): find the slot, then
-// commit the new word with one plain store if this thread is still on that
-// CPU and nothing changed: no atomic RMW at all. Everything else takes the
-// shard's TryLock; a lock holder that is not running on the shard's CPU
-// first fences out that CPU's sequences (RseqExclude), which only happens
-// after a migration or in DrainAll. Without rseq (fake or getcpu CPU
-// source, TSan builds, other architectures) the hit paths take the lock.
+// The hit paths (TryCommitConsume, TryCommitUncharge, TryCommitUncached)
+// run as a restartable sequence when the CPU source is rseq (port/rseq.h's
+// protocol, written out in Sequence): find the slot, then inside the
+// sequence re-check the CPU, the lock byte and the slot, read the word,
+// compute and store the new one: no atomic RMW at all. Everything else
+// takes the shard's TryLock; a lock holder that is not running on the
+// shard's CPU first fences out that CPU's sequences (RseqExclude), which
+// only happens after a migration or in DrainAll. Without rseq (fake or
+// getcpu CPU source, ControllerOptions::stock_rseq false, TSan builds,
+// other architectures) the hit paths take the lock.
 //
 // Differences from the kernel, on purpose:
 // - Slab deltas are cached per slot, not for one owner per CPU, so one
@@ -52,6 +54,7 @@
 #define UMEMCG_SRC_OBJ_STOCK_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -60,6 +63,7 @@
 #include "port/rseq.h"
 #include "port/srcu.h"
 #include "port/try_lock.h"
+#include "umemcg/obj_cgroup.h"
 #include "umemcg/stats.h"
 #include "umemcg/units.h"
 
@@ -152,7 +156,7 @@ class ObjStock {
   // false applies every statistic delta at once; `enabled` false is the
   // shared-pool variant (ObjCgroup goes through nr_charged_bytes only).
   ObjStock(CpuIdSource cpu, int slots, int batch, bool cache_stats,
-           bool enabled);
+           bool enabled, bool rseq = true);
   ~ObjStock();
 
   ObjStock(const ObjStock&) = delete;
@@ -163,6 +167,11 @@ class ObjStock {
   int nr_shards() const { return shards_.size(); }
   // The controller's group SRCU (set once, before any use).
   void set_srcu(Srcu* srcu) { srcu_ = srcu; }
+  // For ObjCgroup's copy (see there): the shards, and how many the rseq
+  // hit may use (0 without rseq).
+  ObjStockShard* shards_base() const { return base_; }
+  uint32_t hit_shards() const { return hit_shards_; }
+  bool cache_stats() const { return cache_stats_; }
 
   // True when the hit paths commit through rseq (see the file comment).
   bool rseq() const { return rseq_; }
@@ -172,11 +181,33 @@ class ObjStock {
   // the checked way); false always without rseq or with the stock off.
   [[gnu::always_inline]] bool TryCommitConsume(ObjCgroup* objcg, uint64_t size,
                                                StatItem item) {
-    return rseq_ && size - 1 < kPageSize && CommitHit(objcg, size, true, item);
+    return size - 1 < kPageSize && CommitHit(objcg, size, true, item);
   }
   [[gnu::always_inline]] bool TryCommitUncharge(ObjCgroup* objcg, uint64_t size,
                                                 StatItem item) {
-    return rseq_ && size - 1 < kPageSize && CommitHit(objcg, size, false, item);
+    return size - 1 < kPageSize && CommitHit(objcg, size, false, item);
+  }
+  // The same for a statistic the stock does not cache (other items, or
+  // obj_stat_cache = false), which the two above leave alone so that the
+  // slab hits need no stack frame: the sequence, then the statistic
+  // applied at once, as under the lock (ModState has its own per-CPU
+  // path). Callers try it on their slow path, before the lock.
+  bool TryCommitUncached(ObjCgroup* objcg, uint64_t size, bool consume,
+                         StatItem item) {
+#if UMEMCG_HAVE_RSEQ_COMMIT
+    if (size - 1 >= kPageSize || (cache_stats_ && SlabIndex(item) >= 0)) {
+      return false;
+    }
+    if (!(consume ? Sequence<true, -1>(objcg, size)
+                  : Sequence<false, -1>(objcg, size))) {
+      return false;
+    }
+    ApplyUncachedStat(objcg, item, size, consume);
+    return true;
+#else
+    (void)objcg, (void)size, (void)consume, (void)item;
+    return false;
+#endif
   }
 
   // Takes `size` bytes of `objcg` from this CPU's stock and accounts +size
@@ -280,66 +311,148 @@ class ObjStock {
     return TryLockShard(shards_, cpu_.CurrentShard(), rseq_);
   }
   void LockShard(int k) const { internal::LockShard(shards_, k, rseq_); }
-  // The rseq hit path of Consume (`consume`) and Uncharge: true when it
-  // committed; false sends the caller to the locked path. Inline: it is
-  // the whole cost of an accounted small object.
-  bool CommitHit(ObjCgroup* objcg, uint64_t size, bool consume, StatItem item) {
+  // The rseq hit path of Consume (`consume`) and Uncharge for a statistic
+  // cached in the slot's word: true when it committed; false sends the
+  // caller on (TryCommitUncached, then the locked path). Inline: it is the
+  // whole cost of an accounted small object. The statistic decides which
+  // field the sequence moves, a predictable branch.
+  [[gnu::always_inline]] bool CommitHit(ObjCgroup* objcg, uint64_t size,
+                                        bool consume, StatItem item) {
 #if UMEMCG_HAVE_RSEQ_COMMIT
-    const int which = cache_stats_ ? SlabIndex(item) : -1;
-    // An abort (preempted, migrated or signalled between the CPU read and
-    // the commit) is rare: the locked path takes over, no retry loop (it
-    // would keep more values live and cost the hit a stack frame).
-    {
-      const uint32_t cpu = RseqCpuId();
-      if (cpu >= nr_shards_) return false;
-      ObjStockShard& s = shards_[static_cast<int>(cpu)];
-      int i = 0;
-      while (s.slot(i) != objcg) {
-        if (++i == slots_) return false;
-      }
-      // Unlocked reads: the commit re-checks the lock, the slot and the
-      // word, so a stale read only makes it fail.
-      const uint64_t w = s.slot_word(i);
-      uint64_t desired;
-      if (consume) {
-        if (SlotWord::bytes(w) < size) return false;  // no partial use
-        desired = w - size;
-      } else {
-        if (SlotWord::bytes(w) + size > kPageSize) return false;  // pages
-        desired = w + size;
-      }
-      if (which >= 0) {
-        // The common case of Account's rule (the delta stays within a
-        // page); the rest goes through the lock. Offset binary: the add
-        // cannot carry out of the field. Branches, not SlotWord's table:
-        // this is the whole cost of an accounted object.
-        const uint64_t field = which != 0 ? w >> 40 : (w >> 16) & 0xffffff;
-        const uint64_t moved = consume ? field + size : field - size;
-        if (moved - (SlotWord::kBias - kPageSize) > 2 * kPageSize) {
-          return false;
-        }
-        const uint64_t unit =
-            which != 0 ? uint64_t{1} << 40 : uint64_t{1} << 16;
-        desired = consume ? desired + size * unit : desired - size * unit;
-      }
-      switch (RseqCompareStore(cpu, s.lock.address(), &s.cached[i], objcg,
-                               reinterpret_cast<uint64_t*>(&s.word[i]), w,
-                               desired)) {
-        case RseqResult::kCommitted:
-          // Statistics that are not cached are applied at once, as under
-          // the lock (ModState has its own per-CPU path).
-          if (which < 0) ApplyUncachedStat(objcg, item, size, consume);
-          return true;
-        case RseqResult::kMismatch:
-        case RseqResult::kAborted:
-          return false;
-      }
+    const int which = objcg->stock_cache_stats_ ? SlabIndex(item) : -1;
+    if (which == 1) {
+      return consume ? Sequence<true, 1>(objcg, size)
+                     : Sequence<false, 1>(objcg, size);
     }
+    if (which == 0) {
+      return consume ? Sequence<true, 0>(objcg, size)
+                     : Sequence<false, 0>(objcg, size);
+    }
+    return false;  // not cached here: TryCommitUncached
 #else
     (void)objcg, (void)size, (void)consume, (void)item;
+    return false;
 #endif
+  }
+
+#if UMEMCG_HAVE_RSEQ_COMMIT
+  // One restartable sequence on this CPU's shard, written out as the page
+  // stock's (charge_stock.h): the CPU id, the shard and the objcg's slot
+  // (slot 0 inline, the others out of line) before it; inside it the CPU,
+  // the lock byte and the slot are re-checked, the slot's word read, the
+  // byte count checked (kConsume: no partial use; else within a page),
+  // the cached slab field kWhich (-1: none) moved by the size within
+  // Account's bound (the delta stays within a page of zero; past it the
+  // locked path applies it), and the new word stored: the commit. An
+  // abort (preempted, migrated or signalled inside) is rare: the locked
+  // path takes over, no retry. REQUIRES: 1 <= size <= kPageSize.
+  template <bool kConsume, int kWhich>
+  [[gnu::always_inline]] bool Sequence(ObjCgroup* objcg, uint64_t size) {
+    static_assert(PerCpu<ObjStockShard>::kStride == 320);
+    static_assert(SlotWord::kStatShift[0] == 16 &&
+                  SlotWord::kStatShift[1] == 40);
+    constexpr int kShift = kWhich == 0 ? 16 : 40;
+    // Registers: the four arguments of Charge / Uncharge stay live (for
+    // the tail call to the slow path), the shard fields come from the
+    // objcg's copies, four scratch: no stack frame.
+    asm goto(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "3:\n\t"
+        ".long 0x0, 0x0\n\t"
+        ".quad 1f, (2f - 1f), 4f\n\t"
+        ".popsection\n\t"
+        "movl %%fs:4(%[off]), %%eax\n\t"  // cpu_id
+        "cmpl %[hit_shards], %%eax\n\t"
+        "jae %l[miss]\n\t"
+        "leaq (%%rax,%%rax,4), %%r11\n\t"  // x 320 (kStride)
+        "shlq $6, %%r11\n\t"
+        "addq %[base], %%r11\n\t"
+        "xorl %%r10d, %%r10d\n\t"
+        "cmpq %[objcg], %c[cached](%%r11)\n\t"
+        "jne 7f\n\t"
+        "8:\n\t"
+        "leaq 3b(%%rip), %%r9\n\t"
+        "movq %%r9, %%fs:8(%[off])\n\t"  // rseq_cs: the sequence starts
+        "1:\n\t"
+        "cmpl %%fs:4(%[off]), %%eax\n\t"  // still on that CPU?
+        "jne %l[miss]\n\t"
+        "cmpb $0, %c[lock](%%r11)\n\t"
+        "jne %l[miss]\n\t"
+        "cmpq %[objcg], %c[cached](%%r11,%%r10,8)\n\t"
+        "jne %l[miss]\n\t"
+        "movq %c[word](%%r11,%%r10,8), %%rax\n\t"
+        "movzwl %%ax, %%r9d\n\t"  // the byte count
+        ".if %c[consume]\n\t"
+        "cmpq %[size], %%r9\n\t"
+        "jb %l[miss]\n\t"
+        "subq %[size], %%rax\n\t"
+        ".else\n\t"
+        "addq %[size], %%r9\n\t"
+        "cmpq %[page], %%r9\n\t"
+        "ja %l[miss]\n\t"
+        "addq %[size], %%rax\n\t"
+        ".endif\n\t"
+        ".if %c[which] >= 0\n\t"
+        "movq %%rax, %%r9\n\t"
+        "shrq %[shift], %%r9\n\t"
+        ".if %c[which] == 0\n\t"
+        "andl $0xffffff, %%r9d\n\t"
+        ".endif\n\t"
+        ".if %c[consume]\n\t"
+        "addq %[size], %%r9\n\t"
+        ".else\n\t"
+        "subq %[size], %%r9\n\t"
+        ".endif\n\t"
+        "subq %[low], %%r9\n\t"  // within a page of zero (offset binary)
+        "cmpq %[span], %%r9\n\t"
+        "ja %l[miss]\n\t"
+        "movq %[size], %%r9\n\t"  // the field's change, size << shift
+        "shlq %[shift], %%r9\n\t"
+        ".if %c[consume]\n\t"
+        "addq %%r9, %%rax\n\t"
+        ".else\n\t"
+        "subq %%r9, %%rax\n\t"
+        ".endif\n\t"
+        ".endif\n\t"
+        "movq %%rax, %c[word](%%r11,%%r10,8)\n\t"  // the commit
+        "2:\n\t"
+        // The rest of the slot scan, outside the sequence.
+        ".pushsection .text.unlikely, \"ax\"\n\t"
+        "7:\n\t"
+        "incl %%r10d\n\t"
+        "cmpl %[slots], %%r10d\n\t"
+        "jae %l[miss]\n\t"
+        "cmpq %[objcg], %c[cached](%%r11,%%r10,8)\n\t"
+        "jne 7b\n\t"
+        "jmp 8b\n\t"
+        ".popsection\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".byte 0x0f, 0xb9, 0x3d\n\t"
+        ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in port/rseq.cc
+        "4:\n\t"
+        "jmp %l[miss]\n\t"
+        ".popsection\n\t"
+        :
+        :
+        [off] "r"(rseq_area_offset), [hit_shards] "m"(objcg->stock_hit_shards_),
+        [base] "m"(objcg->stock_shards_), [objcg] "r"(objcg),
+        [slots] "m"(objcg->stock_slots_), [size] "r"(size),
+        [cached] "i"(offsetof(ObjStockShard, cached)),
+        [word] "i"(offsetof(ObjStockShard, word)),
+        [lock] "i"(offsetof(ObjStockShard, lock)),
+        [consume] "i"(kConsume ? 1 : 0), [which] "i"(kWhich),
+        [shift] "i"(kShift), [page] "i"(kPageSize),
+        [low] "i"(SlotWord::kBias - static_cast<int64_t>(kPageSize)),
+        [span] "i"(2 * kPageSize)
+        : "memory", "cc", "rax", "r9", "r10", "r11"
+        : miss);
+    return true;
+  miss:
     return false;
   }
+#endif
+
   static void ApplyUncachedStat(ObjCgroup* objcg, StatItem item, uint64_t size,
                                 bool consume);
   // Kernel: __account_obj_stock(), for slot `slot` of a locked shard.
@@ -350,17 +463,19 @@ class ObjStock {
   void DrainSlotLocked(ObjStockShard& s, int i);
 
   const CpuIdSource cpu_;
-  const int slots_;
+  const int32_t slots_;
   const int64_t batch_;
   const bool cache_stats_;
   const bool enabled_;
   const bool rseq_;
   const uint32_t nr_shards_;
+  const uint32_t hit_shards_;  // nr_shards_ with rseq_, else 0
   Srcu* srcu_ = nullptr;
   // Shards locked by DrainAll and FlushKmemOf (tests count removal work;
   // relaxed: a counter that publishes nothing).
   std::atomic<uint64_t> drained_shards_{0};
   mutable PerCpu<ObjStockShard> shards_;
+  ObjStockShard* const base_;  // &shards_[0]
 };
 
 }  // namespace internal

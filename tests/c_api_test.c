@@ -101,7 +101,7 @@ static void test_controller(void) {
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
   o.obj_stock_slots = 5;
   CHECK_ERR(umemcg_controller_create(&o, NULL), EINVAL);
-  o.batch = 200;
+  o.batch = 5000; /* 1..4096 */
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), EINVAL);
   o.batch = 64;
   o.cpu_source = 99;

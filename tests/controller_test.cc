@@ -32,7 +32,7 @@ TEST(ControllerTest, InvalidSettingsNameTheSetting) {
   };
   const Case cases[] = {
       {{.batch = 0}, "batch"},
-      {{.batch = 128}, "batch"},
+      {{.batch = 4097}, "batch"},
       {{.stock_slots = 0}, "stock_slots"},
       {{.stock_slots = 17}, "stock_slots"},
       {{.nr_cpus = -1}, "nr_cpus"},
@@ -46,6 +46,9 @@ TEST(ControllerTest, InvalidSettingsNameTheSetting) {
         << r.status().ToString();
   }
   EXPECT_TRUE(Controller::Create({.batch = 127, .stock_slots = 16}).ok());
+  // Past the kernel's uint8 slot counts: 128 .. 4096.
+  EXPECT_TRUE(Controller::Create({.batch = 128}).ok());
+  EXPECT_TRUE(Controller::Create({.batch = 4096, .stock_slots = 16}).ok());
   EXPECT_TRUE(Controller::Create({.batch = 1, .stock_slots = 1}).ok());
 }
 

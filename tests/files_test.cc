@@ -47,7 +47,9 @@ TEST(FilesTest, RootHasOnlyTheRootFiles) {
   EXPECT_EQ(ErrnoOfWrite(t.ctrl->root(), "memory.max", "1G"), ENOENT);
   EXPECT_EQ(ErrnoOf(g->ReadFile("memory.swap.max").status().code()), ENOENT);
   // The root's files and their defaults.
-  EXPECT_EQ(Read(t.ctrl->root(), "memory.stock"), "0\n");
+  // The root is never cached: no batch, no slack.
+  EXPECT_EQ(Read(t.ctrl->root(), "memory.stock"),
+            "stocked 0\nbatch 0\nslack_bound 0\n");
   EXPECT_EQ(Read(t.ctrl->root(), "memory.stat").rfind("anon 0\nfile 0\n", 0),
             0u);
   EXPECT_EQ(
@@ -60,10 +62,15 @@ TEST(FilesTest, DefaultsOnANewGroup) {
   TestController t;
   GroupRef g = t.Make("g");
   const std::pair<const char*, const char*> expected[] = {
-      {"memory.current", "0\n"},   {"memory.min", "0\n"},
-      {"memory.low", "0\n"},       {"memory.high", "max\n"},
-      {"memory.max", "max\n"},     {"memory.peak", "0\n"},
-      {"memory.oom.group", "0\n"}, {"memory.stock", "0\n"},
+      {"memory.current", "0\n"},
+      {"memory.min", "0\n"},
+      {"memory.low", "0\n"},
+      {"memory.high", "max\n"},
+      {"memory.max", "max\n"},
+      {"memory.peak", "0\n"},
+      {"memory.oom.group", "0\n"},
+      // TestController: 4 fake CPUs, batch 64.
+      {"memory.stock", "stocked 0\nbatch 64\nslack_bound 1048576\n"},
   };
   for (const auto& [file, text] : expected) EXPECT_EQ(Read(*g, file), text);
   EXPECT_EQ(Read(*g, "memory.events"),
@@ -183,7 +190,9 @@ TEST(FilesTest, CurrentAndStockReportBytes) {
   GroupRef g = t.Make("g");
   ASSERT_TRUE(g->TryCharge(Pages(3)).ok());
   EXPECT_EQ(Read(*g, "memory.current"), "262144\n");  // 64 pages charged
-  EXPECT_EQ(Read(*g, "memory.stock"), "249856\n");    // 61 in the stock
+  // 61 in the stock; at most 4 CPUs x 64 pages.
+  EXPECT_EQ(Read(*g, "memory.stock"),
+            "stocked 249856\nbatch 64\nslack_bound 1048576\n");
   t.Drain();
   EXPECT_EQ(Read(*g, "memory.current"), "12288\n");
   g->Uncharge(Pages(3));

@@ -70,19 +70,38 @@ std::set<std::string> Variants(const std::vector<Result>& rs) {
 TEST(UmemcgBenchTest, SendfileVariantsAndFields) {
   Params p = Tiny();
   p.pairs = 1;
-  p.batches = {16, 64};
+  p.batches = {16, 512, kAdaptiveBatch};
   const std::vector<Result> rs = RunOk("sendfile", p);
   EXPECT_EQ(Variants(rs),
-            (std::set<std::string>{"umemcg", "unaccounted", "naive"}));
-  EXPECT_EQ(rs.size(), 4u);  // unaccounted, b16, b64, naive
+            (std::set<std::string>{"umemcg", "unaccounted", "naive",
+                                   "per-thread", "per-leaf-quantum"}));
+  // unaccounted, b16, b512, adaptive, naive, per-thread, per-leaf-quantum
+  EXPECT_EQ(rs.size(), 7u);
   for (const Result& r : rs) {
     EXPECT_EQ(r.threads, 2);
     EXPECT_FALSE(std::isnan(r.field("overhead_vs_unaccounted")));
-    EXPECT_FALSE(std::isnan(r.field("rmw_per_op")));
     EXPECT_GT(r.field("mbps"), 0);
+    EXPECT_GT(r.field("on_cpu"), 0) << r.variant;
+    EXPECT_LE(r.field("on_cpu"), 1) << r.variant;
+    ASSERT_EQ(r.field_samples.at("on_cpu").size(), 1u);
     // 10 KiB messages through sub-page reserves: 2.5 pages per socket.
     EXPECT_NEAR(r.field("pages_per_msg"), 5.0, 0.5);
+    if (r.variant == "unaccounted") continue;
+    EXPECT_GE(r.field("slack_pages"), 0) << r.variant;
+    EXPECT_LE(r.field("slack_pages"), r.field("slack_bound_pages"))
+        << r.variant;
+    if (r.variant == "umemcg" || r.variant == "naive") {
+      EXPECT_FALSE(std::isnan(r.field("rmw_per_op")));
+    }
   }
+  bool adaptive = false;
+  for (const Result& r : rs) {
+    if (r.batch != kAdaptiveBatch) continue;
+    adaptive = true;
+    EXPECT_GE(r.field("batch_end"), 1);
+    EXPECT_EQ(ToJson(r)["batch"], "adaptive");
+  }
+  EXPECT_TRUE(adaptive);
 }
 
 TEST(UmemcgBenchTest, MultitenantSlots) {
@@ -91,8 +110,15 @@ TEST(UmemcgBenchTest, MultitenantSlots) {
   p.softirq_threads = 2;
   const std::vector<Result> rs = RunOk("multitenant", p);
   EXPECT_EQ(Variants(rs),
-            (std::set<std::string>{"unaccounted", "slots1", "slots7"}));
+            (std::set<std::string>{"unaccounted", "slots1", "slots7",
+                                   "per-thread", "per-leaf-quantum"}));
+  for (const Result& r : rs) {
+    if (r.variant == "unaccounted") continue;
+    EXPECT_LE(r.field("slack_pages"), r.field("slack_bound_pages"))
+        << r.variant;
+  }
   p.stock_slots = 3;
+  p.variants = {"unaccounted", "slots3"};
   EXPECT_EQ(Variants(RunOk("multitenant", p)),
             (std::set<std::string>{"unaccounted", "slots3"}));
 }
@@ -132,16 +158,23 @@ TEST(UmemcgBenchTest, KmemSingleAndThreads) {
   Params p = Tiny();
   const std::vector<Result> single = RunOk("kmem", p);
   EXPECT_EQ(Variants(single),
-            (std::set<std::string>{"unaccounted", "immediate", "cached"}));
+            (std::set<std::string>{"unaccounted", "immediate", "cached",
+                                   "per-thread", "per-leaf-quantum"}));
   for (const Result& r : single) {
     EXPECT_EQ(r.ops, 20000);
     EXPECT_GT(r.field("ns_per_op"), 0);
     EXPECT_EQ(r.field("object_size"), 64);
+    EXPECT_GT(r.field("on_cpu"), 0);
+    if (r.variant != "unaccounted") {
+      EXPECT_LE(r.field("slack_pages"), r.field("slack_bound_pages"))
+          << r.variant;
+    }
   }
   p.threads = 2;
   const std::vector<Result> multi = RunOk("kmem", p);
   EXPECT_EQ(Variants(multi),
-            (std::set<std::string>{"unaccounted", "percpu", "shared-pool"}));
+            (std::set<std::string>{"unaccounted", "percpu", "shared-pool",
+                                   "per-thread", "per-leaf-quantum"}));
   for (const Result& r : multi) EXPECT_EQ(r.field("object_size"), 4096);
 }
 
@@ -219,16 +252,44 @@ TEST(UmemcgBenchTest, CheckBalancedCatchesLeftoverCharges) {
 
 TEST(UmemcgBenchTest, Verdicts) {
   // Target met / missed in the right direction / wrong direction.
-  EXPECT_EQ(Verdict({"", "", 1.63, 1.2, 1.10, NAN, ""}), "yes");
-  EXPECT_EQ(Verdict({"", "", 1.63, 1.05, 1.10, NAN, ""}), "partly");
-  EXPECT_EQ(Verdict({"", "", 1.63, 0.9, 1.10, NAN, ""}), "no");
-  EXPECT_EQ(Verdict({"", "", 2.39, 3.4, NAN, 2.0, ""}), "partly");
+  EXPECT_EQ(Verdict({"", "", 1.63, 1.2, 1.10, NAN}), "yes");
+  EXPECT_EQ(Verdict({"", "", 1.63, 1.05, 1.10, NAN}), "partly");
+  EXPECT_EQ(Verdict({"", "", 1.63, 0.9, 1.10, NAN}), "no");
+  EXPECT_EQ(Verdict({"", "", 2.39, 3.4, NAN, 2.0}), "partly");
   // No target: size within a factor of two of the kernel's effect.
-  EXPECT_EQ(Verdict({"", "", 0.74, 0.6, NAN, NAN, ""}), "yes");
-  EXPECT_EQ(Verdict({"", "", 0.74, 0.97, NAN, NAN, ""}), "partly");
-  EXPECT_EQ(Verdict({"", "", 0.74, 1.2, NAN, NAN, ""}), "no");
-  EXPECT_EQ(Verdict({"", "", 0.993, 1.01, NAN, NAN, ""}), "yes");
-  EXPECT_EQ(Verdict({"", "", 0.74, NAN, NAN, NAN, ""}), "n/a");
+  EXPECT_EQ(Verdict({"", "", 0.74, 0.6, NAN, NAN}), "yes");
+  EXPECT_EQ(Verdict({"", "", 0.74, 0.97, NAN, NAN}), "partly");
+  EXPECT_EQ(Verdict({"", "", 0.74, 1.2, NAN, NAN}), "no");
+  EXPECT_EQ(Verdict({"", "", 0.993, 1.01, NAN, NAN}), "yes");
+  EXPECT_EQ(Verdict({"", "", 0.74, NAN, NAN, NAN}), "n/a");
+  // A timed thread starved of CPU: no verdict at all.
+  Claim starved{"", "", 1.63, 1.2, 1.10, NAN};
+  starved.on_cpu = kMinOnCpu - 0.01;
+  EXPECT_EQ(Verdict(starved), "void");
+  starved.on_cpu = kMinOnCpu;
+  EXPECT_EQ(Verdict(starved), "yes");
+}
+
+TEST(UmemcgBenchTest, ClaimsCarryTheNoiseAndTheOnCpuShare) {
+  Result b32{.scenario = "sendfile",
+             .variant = "umemcg",
+             .batch = 32,
+             .threads = 2,
+             .ops_per_sec = 100};
+  b32.ops_per_sec_samples = {100, 90, 110};
+  b32.fields["on_cpu"] = 0.95;
+  Result b64 = b32;
+  b64.batch = 64;
+  b64.ops_per_sec = 120;
+  b64.ops_per_sec_samples = {120, 117, 99};
+  b64.fields["on_cpu"] = 0.7;
+  const std::vector<Claim> claims = SeedClaims({b32, b64});
+  ASSERT_FALSE(claims.empty());
+  EXPECT_DOUBLE_EQ(claims[0].measured, 1.2);
+  EXPECT_DOUBLE_EQ(claims[0].lo, 0.9);  // 99 / 110
+  EXPECT_DOUBLE_EQ(claims[0].hi, 1.3);  // 117 / 90
+  EXPECT_DOUBLE_EQ(claims[0].on_cpu, 0.7);
+  EXPECT_EQ(claims[0].verdict, "void");
 }
 
 TEST(UmemcgBenchTest, SeedClaimsFromResults) {
@@ -259,10 +320,12 @@ TEST(UmemcgBenchTest, JsonRoundTripAndScalabilityAcrossFiles) {
              .ops = 5e5,
              .ops_per_sec = 1e6};
   one.fields["per_task_ops"] = 1e6;
+  one.field_samples["per_task_ops"] = {0.9e6, 1e6, NAN};
   one.latencies_us = {1, 2, 3};
   Result four = one;
   four.threads = 4;
   four.ops_per_sec = 3e6;
+  four.batch = kAdaptiveBatch;
   const std::string path = ::testing::TempDir() + "umemcg_bench_rt_" +
                            std::to_string(getpid()) + ".json";
   {
@@ -284,6 +347,11 @@ TEST(UmemcgBenchTest, JsonRoundTripAndScalabilityAcrossFiles) {
   EXPECT_TRUE(std::isnan(r.field("cpus")));  // machine keys are not fields
   EXPECT_EQ(r.latencies_us.front(), 1);
   EXPECT_EQ(r.latencies_us.back(), 3);
+  ASSERT_EQ(r.field_samples.at("per_task_ops").size(), 3u);
+  EXPECT_DOUBLE_EQ(r.field_samples.at("per_task_ops")[0], 0.9e6);
+  EXPECT_TRUE(std::isnan(r.field_samples.at("per_task_ops")[2]));
+  EXPECT_EQ(back.value()[1].batch, kAdaptiveBatch);
+  back.value()[1].batch = 64;  // the same configuration at 4 threads
   AddScalability(back.value());
   EXPECT_DOUBLE_EQ(back.value()[1].field("scalability"), 0.75);
   {
@@ -309,13 +377,13 @@ TEST(UmemcgBenchTest, PlotsAreSvg) {
                   .mode = "process",
                   .ops_per_sec = 1e6 * t});
   }
-  for (int b : {32, 64}) {
+  for (int b : {32, 64, kAdaptiveBatch}) {  // adaptive: not on the x axis
     Result r{.scenario = "sendfile",
              .variant = "umemcg",
              .batch = b,
              .threads = 2,
              .ops_per_sec = 1e6};
-    r.fields["overhead_vs_unaccounted"] = 64.0 / b / 10;
+    r.fields["overhead_vs_unaccounted"] = b > 0 ? 64.0 / b / 10 : 0.05;
     rs.push_back(r);
   }
   Result sr{
@@ -389,7 +457,8 @@ TEST(UmemcgBenchTest, BinaryJsonLines) {
     }
     ++lines;
   }
-  EXPECT_EQ(lines, 3u);  // unaccounted, immediate, cached
+  // unaccounted, immediate, cached, per-thread, per-leaf-quantum
+  EXPECT_EQ(lines, 5u);
 }
 #endif
 

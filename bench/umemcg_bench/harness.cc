@@ -2,6 +2,8 @@
 
 #include "harness.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +19,28 @@ namespace umemcg::bench {
 double Result::field(const std::string& name) const {
   auto it = fields.find(name);
   return it == fields.end() ? NAN : it->second;
+}
+
+ControllerOptions BatchOptions(int batch) {
+  ControllerOptions o;
+  if (batch == kAdaptiveBatch) {
+    o.batch = kAdaptiveBase;
+    o.batch_policy = BatchPolicy::kAdaptive;
+    o.batch_max = kAdaptiveMax;
+  } else {
+    o.batch = batch;
+  }
+  return o;
+}
+
+std::string BatchName(int batch) {
+  return batch == kAdaptiveBatch ? "adaptive" : std::to_string(batch);
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
 Status Failed(const std::string& what) {
@@ -80,7 +104,10 @@ StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
     res.ops = Median(ops);
     res.seconds = Median(secs);
     res.ops_per_sec = Median(res.ops_per_sec_samples);
-    for (auto& [k, v] : fields) res.fields[k] = Median(v);
+    for (auto& [k, v] : fields) {
+      res.fields[k] = Median(v);
+      res.field_samples[k] = std::move(v);
+    }
     // Keep the latencies of the run whose p99 is the median one.
     if (!samples[c].empty() && !samples[c][0].latencies_us.empty()) {
       std::vector<std::pair<double, size_t>> by_p99;
@@ -126,14 +153,16 @@ int CpuForThread(int index, bool pin) {
   return cpus[static_cast<size_t>(index) % cpus.size()];
 }
 
-double RunTimed(
-    int n, bool pin, double seconds,
-    const std::function<void(int, const std::atomic<bool>&)>& body) {
+double RunTimed(int n, bool pin, double seconds,
+                const std::function<void(int, const std::atomic<bool>&)>& body,
+                double* on_cpu, int first_timed) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::atomic<bool> stop{false};
   std::vector<std::thread> team;
   team.reserve(static_cast<size_t>(n));
+  // Per thread: CPU seconds from the release to the end of its body.
+  std::vector<double> cpu(static_cast<size_t>(n), 0);
   for (int i = 0; i < n; ++i) {
     team.emplace_back([&, i] {
       ScopedCpuPin pin_here(CpuForThread(i, pin));
@@ -141,7 +170,9 @@ double RunTimed(
       for (int spins = 0; !go.load(std::memory_order_acquire);) {
         Backoff(spins);
       }
+      const double t0 = ThreadCpuSeconds();
       body(i, stop);
+      cpu[static_cast<size_t>(i)] = ThreadCpuSeconds() - t0;
     });
   }
   while (ready.load() < n) std::this_thread::yield();
@@ -153,7 +184,18 @@ double RunTimed(
   stop.store(true, std::memory_order_relaxed);
   const auto end = std::chrono::steady_clock::now();
   for (std::thread& t : team) t.join();
-  return std::chrono::duration<double>(end - start).count();
+  const double wall = std::chrono::duration<double>(end - start).count();
+  if (on_cpu != nullptr) {
+    // A body runs a little past `stop` (its last operation, its drain), so
+    // a share can pass 1 slightly: capped.
+    double lowest = 1;
+    for (size_t i = static_cast<size_t>(std::max(0, first_timed));
+         i < cpu.size(); ++i) {
+      lowest = std::min(lowest, wall > 0 ? cpu[i] / wall : 0);
+    }
+    *on_cpu = lowest;
+  }
+  return wall;
 }
 
 void Backoff(int& spins) {

@@ -4,9 +4,10 @@
 // measured configuration (Result), running configurations side by side
 // (RunInterleaved: every repeat runs every configuration once, in turn, so
 // ratios compare numbers taken under the same machine noise), timed
-// thread teams with a start barrier, and the balance check every scenario
-// ends with (every group's memory.current back to zero, CheckInvariants ok,
-// no underflow).
+// thread teams with a start barrier that measure each thread's share of
+// the wall time spent on a CPU, and the balance check every scenario ends
+// with (every group's memory.current back to zero, CheckInvariants ok, no
+// underflow).
 //
 // Thread safety: Params and Result are plain values. RunTimed starts and
 // joins its own threads; everything else is for the calling thread.
@@ -27,13 +28,30 @@
 
 namespace umemcg::bench {
 
+// Params::batches / Result::batch value for BatchPolicy::kAdaptive ("batch
+// adaptive" on the command line; starting at 64, up to 1024).
+inline constexpr int kAdaptiveBatch = -1;
+inline constexpr int kAdaptiveBase = 64;
+inline constexpr int kAdaptiveMax = 1024;
+
+// Controller options for a --batch value (a number or kAdaptiveBatch).
+ControllerOptions BatchOptions(int batch);
+// "64", or "adaptive".
+std::string BatchName(int batch);
+
+// The lowest on-CPU share (CPU time / wall time of the timed part) of any
+// timed thread below which a result is not trusted: its verdicts print
+// "void" (the scenario then measures the scheduler, not the accounting).
+inline constexpr double kMinOnCpu = 0.8;
+
 // The command line of one scenario run. Zero / empty means "the
 // scenario's default" where noted.
 struct Params {
   std::vector<std::string> variants;  // empty: the scenario's default set
   int threads = 0;                    // 0: scenario default
   int pairs = 0;                      // sendfile: 0 = 1 pair per 2 CPUs
-  std::vector<int> batches;           // empty: the scenario's default set
+  std::vector<int> batches;           // empty: the scenario's default set;
+                                      // kAdaptiveBatch for the adaptive policy
   int depth = 0;                      // 0: scenario default
   int groups = 10000;                 // statread (scale: see main.cc) groups
   int fanout = 100;                   // scale: leaves per parent
@@ -56,7 +74,8 @@ struct Params {
 struct Result {
   std::string scenario;
   std::string variant;
-  int batch = 0;  // ControllerOptions::batch (0: no controller involved)
+  int batch = 0;  // ControllerOptions::batch (0: no controller involved;
+                  // kAdaptiveBatch: the adaptive policy)
   int threads = 0;
   int depth = 0;
   std::string mode;  // pagefault: "process" or "thread"
@@ -65,8 +84,12 @@ struct Result {
   double ops = 0;          // median ops of one run
   double ops_per_sec = 0;  // median over the repeats of ops / seconds
   std::vector<double> ops_per_sec_samples;
-  // Scenario fields (ns_per_op, rmw_per_op, p99_us, ...): medians.
+  // Scenario fields (ns_per_op, rmw_per_op, p99_us, ...): medians, and
+  // the repeats' values in run order (repeat i of every configuration of
+  // one invocation ran side by side). Every timed result has `on_cpu`,
+  // the lowest on-CPU share of its timed threads.
   std::map<std::string, double> fields;
+  std::map<std::string, std::vector<double>> field_samples;
   // statread: every read latency of the median-p99 repeat, sorted (CDF).
   std::vector<double> latencies_us;
   bool balanced = false;  // every run ended with balanced accounting
@@ -119,10 +142,18 @@ int CpuForThread(int index, bool pin);
 // Starts `n` threads running body(i, stop), waits until all are ready,
 // releases them together, lets them run `seconds`, sets `stop` and joins
 // them. Thread i is pinned to CpuForThread(i, pin). Returns the wall time
-// from the release to the stop. Bodies check `stop` (relaxed) between
-// operations and do their untimed cleanup after it is set.
+// from the release to the stop; *on_cpu (if set) receives the lowest share
+// of that time any thread from `first_timed` on spent on a CPU (threads
+// below it sleep by design, e.g. statread's reader). Bodies check
+// `stop` (relaxed) between operations and do their untimed cleanup after
+// it is set (a body that ends on its own, e.g. a receiver draining its
+// ring, counts its CPU time until it returns).
 double RunTimed(int n, bool pin, double seconds,
-                const std::function<void(int, const std::atomic<bool>&)>& body);
+                const std::function<void(int, const std::atomic<bool>&)>& body,
+                double* on_cpu = nullptr, int first_timed = 0);
+
+// CPU time of the calling thread, in seconds.
+double ThreadCpuSeconds();
 
 // The loop condition of a RunTimed body that has done `done` operations:
 // true until `stop`, and always before the first operation, so every

@@ -10,7 +10,9 @@
 //   unaccounted  malloc + free only;
 //   immediate    statistic deltas applied per object (obj_stat_cache =
 //                false: before the kernel series);
-//   cached       deltas cached in the object stock (after it).
+//   cached       deltas cached in the object stock (after it);
+//   per-thread, per-leaf-quantum  other systems' designs (peers.h), byte
+//                granular, no statistics.
 // The accounted variants run at every --batch (default 64); the kernel
 // saw no difference between 32 and 64 here ([K3]).
 //
@@ -20,10 +22,14 @@
 //   shared-pool  every charge through the objcg's shared byte pool
 //                (obj_stock = false: the pre-series contended
 //                nr_charged_bytes line, [K6]);
-//   unaccounted  malloc + free only.
+//   unaccounted  malloc + free only;
+//   per-thread, per-leaf-quantum  as above.
 //
 // Fields: ns_per_op (per alloc+free pair and thread), time_vs_unaccounted,
-// and for cached time_vs_immediate (same batch).
+// for cached time_vs_immediate (same batch), on_cpu (the lowest on-CPU
+// share of the timed threads), slack_pages (accounted but not in use once
+// every object is freed: the group's usage for umemcg, untracked bytes or
+// reservations for the peers) and slack_bound_pages.
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "peers.h"
 #include "scenarios.h"
 
 namespace umemcg::bench {
@@ -60,6 +67,50 @@ StatusOr<KmemFixture> MakeFixture(ControllerOptions o) {
   return f;
 }
 
+// Accounted but not in use once every object was freed: the group's
+// usage (page stocks, object stocks' partial pages, the objcg pool), and
+// the most it can be (nr_cpus x (batch + the object stock's slots of up to
+// 16 pages each)).
+void AddSlack(KmemFixture& f, Sample& s) {
+  s.fields["slack_pages"] = static_cast<double>(f.groups[0]->usage().raw());
+  const ControllerInfo& info = f.ctrl->info();
+  s.fields["slack_bound_pages"] =
+      static_cast<double>(f.groups[0]->StockSlackBound().raw()) +
+      info.nr_cpus * info.obj_stock_slots * 16.0;
+}
+
+// The peers' designs on one leaf below two shared levels.
+struct Peers {
+  explicit Peers(int threads) : slots(threads + 1) {}
+  TrackerChain chain{2, 1};
+  UntrackedSlots slots;
+  QuantumPools pools{2, 1};
+  PerThreadAccountant per_thread() { return {&slots, chain.leaf(0)}; }
+  QuantumAccountant quantum() { return {pools.leaf(0)}; }
+  // Slack of `variant`, then settles and checks the balance.
+  Status Finish(const std::string& variant, int threads, Sample& s) {
+    if (variant == "per-thread") {
+      s.fields["slack_pages"] =
+          static_cast<double>(slots.SlackBytes()) / kPageSize;
+      s.fields["slack_bound_pages"] =
+          static_cast<double>(threads) * kUntrackedLimit / kPageSize;
+      slots.Settle();
+      if (!chain.Balanced()) return Failed("per-thread trackers not balanced");
+    } else {
+      s.fields["slack_pages"] =
+          static_cast<double>(pools.SlackBytes()) / kPageSize;
+      s.fields["slack_bound_pages"] = 2.0 * kQuantum / kPageSize;
+      pools.Settle();
+      if (!pools.Balanced()) return Failed("quantum pools not balanced");
+    }
+    return Status::Ok();
+  }
+};
+
+bool IsPeer(const std::string& v) {
+  return v == "per-thread" || v == "per-leaf-quantum";
+}
+
 // Releases the objcg and checks the balance (every object was freed).
 Status Finish(KmemFixture& f) {
   Status s = CheckBalanced(*f.ctrl, f.groups);
@@ -84,6 +135,15 @@ inline bool AccountedPair(ObjCgroup* objcg, uint64_t size) {
   std::free(p);
   return true;
 }
+template <typename Accountant>
+inline void PeerPair(Accountant& a, uint64_t size) {
+  a.ChargeBytes(size);
+  void* p = std::malloc(size);
+  *static_cast<void**>(p) = &a;  // the owner, as the slab's vector
+  Escape(p);
+  a.UnchargeBytes(size);
+  std::free(p);
+}
 inline void UnaccountedPair(uint64_t size) {
   void* p = std::malloc(size);
   *static_cast<void**>(p) = nullptr;
@@ -95,16 +155,25 @@ StatusOr<Sample> RunLoop(const std::string& variant, int batch, uint64_t size,
                          uint64_t iterations, bool pin) {
   ScopedCpuPin pin_here(CpuForThread(0, pin));
   KmemFixture f;
-  if (variant != "unaccounted") {
-    auto fx =
-        MakeFixture({.batch = batch, .obj_stat_cache = variant == "cached"});
+  Peers peers(1);
+  if (variant != "unaccounted" && !IsPeer(variant)) {
+    ControllerOptions o = BatchOptions(batch);
+    o.obj_stat_cache = variant == "cached";
+    auto fx = MakeFixture(std::move(o));
     if (!fx.ok()) return fx.status();
     f = std::move(fx).value();
   }
   ObjCgroup* objcg = f.objcg.get();
+  const double cpu0 = ThreadCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   bool ok = true;
-  if (objcg == nullptr) {
+  if (variant == "per-thread") {
+    PerThreadAccountant a = peers.per_thread();
+    for (uint64_t i = 0; i < iterations; ++i) PeerPair(a, size);
+  } else if (variant == "per-leaf-quantum") {
+    QuantumAccountant a = peers.quantum();
+    for (uint64_t i = 0; i < iterations; ++i) PeerPair(a, size);
+  } else if (objcg == nullptr) {
     for (uint64_t i = 0; i < iterations; ++i) UnaccountedPair(size);
   } else {
     for (uint64_t i = 0; i < iterations; ++i) ok &= AccountedPair(objcg, size);
@@ -112,13 +181,18 @@ StatusOr<Sample> RunLoop(const std::string& variant, int batch, uint64_t size,
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
+  const double cpu = ThreadCpuSeconds() - cpu0;
   if (!ok) return Failed("an object charge failed");
-  if (f.ctrl != nullptr) {
-    if (Status s = Finish(f); !s.ok()) return s;
-  }
   Sample s;
+  if (f.ctrl != nullptr) {
+    AddSlack(f, s);
+    if (Status st = Finish(f); !st.ok()) return st;
+  } else if (IsPeer(variant)) {
+    if (Status st = peers.Finish(variant, 1, s); !st.ok()) return st;
+  }
   s.ops = static_cast<double>(iterations);
   s.seconds = secs;
+  s.fields["on_cpu"] = secs > 0 ? std::min(1.0, cpu / secs) : 0;
   s.fields["ns_per_op"] = secs * 1e9 / static_cast<double>(iterations);
   s.fields["ms_total"] = secs * 1e3;
   return s;
@@ -127,8 +201,11 @@ StatusOr<Sample> RunLoop(const std::string& variant, int batch, uint64_t size,
 StatusOr<Sample> RunThreads(const std::string& variant, int threads,
                             uint64_t size, int batch, const Params& p) {
   KmemFixture f;
-  if (variant != "unaccounted") {
-    auto fx = MakeFixture({.batch = batch, .obj_stock = variant == "percpu"});
+  Peers peers(threads);
+  if (variant != "unaccounted" && !IsPeer(variant)) {
+    ControllerOptions o = BatchOptions(batch);
+    o.obj_stock = variant == "percpu";
+    auto fx = MakeFixture(std::move(o));
     if (!fx.ok()) return fx.status();
     f = std::move(fx).value();
   }
@@ -138,27 +215,40 @@ StatusOr<Sample> RunThreads(const std::string& variant, int threads,
     bool failed = false;
   };
   std::vector<Count> counts(static_cast<size_t>(threads));
-  const double secs = RunTimed(threads, p.pin, p.seconds,
-                               [&](int i, const std::atomic<bool>& stop) {
-                                 Count& c = counts[static_cast<size_t>(i)];
-                                 while (KeepRunning(stop, c.ops)) {
-                                   if (objcg == nullptr) {
-                                     UnaccountedPair(size);
-                                   } else if (!AccountedPair(objcg, size)) {
-                                     c.failed = true;
-                                     return;
-                                   }
-                                   ++c.ops;
-                                 }
-                               });
+  double on_cpu = 0;
+  const double secs = RunTimed(
+      threads, p.pin, p.seconds,
+      [&](int i, const std::atomic<bool>& stop) {
+        Count& c = counts[static_cast<size_t>(i)];
+        PerThreadAccountant per_thread = peers.per_thread();
+        QuantumAccountant quantum = peers.quantum();
+        while (KeepRunning(stop, c.ops)) {
+          if (variant == "per-thread") {
+            PeerPair(per_thread, size);
+          } else if (variant == "per-leaf-quantum") {
+            PeerPair(quantum, size);
+          } else if (objcg == nullptr) {
+            UnaccountedPair(size);
+          } else if (!AccountedPair(objcg, size)) {
+            c.failed = true;
+            return;
+          }
+          ++c.ops;
+        }
+      },
+      &on_cpu);
   Sample s;
   s.seconds = secs;
+  s.fields["on_cpu"] = on_cpu;
   for (const Count& c : counts) {
     if (c.failed) return Failed("an object charge failed");
     s.ops += static_cast<double>(c.ops);
   }
   if (f.ctrl != nullptr) {
+    AddSlack(f, s);
     if (Status st = Finish(f); !st.ok()) return st;
+  } else if (IsPeer(variant)) {
+    if (Status st = peers.Finish(variant, threads, s); !st.ok()) return st;
   }
   s.fields["ns_per_op"] = s.ops > 0 ? secs * 1e9 * threads / s.ops : 0;
   return s;
@@ -172,17 +262,25 @@ StatusOr<std::vector<Result>> RunKmem(const Params& p) {
                                    [](const std::string& v) {
                                      return v == "percpu" || v == "shared-pool";
                                    });
+  const std::vector<std::string> peer_variants = {"per-thread",
+                                                  "per-leaf-quantum"};
   const std::vector<int> batches =
       p.batches.empty() ? std::vector<int>{64} : p.batches;
   std::vector<Config> configs;
   if (!multi) {
     const uint64_t size = p.object_size > 0 ? p.object_size : 64;
-    const std::vector<std::string> defaults = {"unaccounted", "immediate",
-                                               "cached"};
+    const std::vector<std::string> defaults = {
+        "unaccounted", "immediate", "cached", "per-thread", "per-leaf-quantum"};
     if (Wanted(p, "unaccounted", defaults)) {
       configs.push_back({"unaccounted", 0, 1, 1, "", [=] {
                            return RunLoop("unaccounted", 0, size, p.iterations,
                                           p.pin);
+                         }});
+    }
+    for (const std::string& v : peer_variants) {
+      if (!Wanted(p, v, defaults)) continue;
+      configs.push_back({v, 0, 1, 1, "", [=] {
+                           return RunLoop(v, 0, size, p.iterations, p.pin);
                          }});
     }
     for (int b : batches) {
@@ -199,11 +297,14 @@ StatusOr<std::vector<Result>> RunKmem(const Params& p) {
         p.threads > 0 ? p.threads : static_cast<int>(AllowedCpus().size());
     const uint64_t size = p.object_size > 0 ? p.object_size : 4096;
     const std::vector<std::string> defaults = {"unaccounted", "percpu",
-                                               "shared-pool"};
-    for (const char* v : {"unaccounted", "percpu", "shared-pool"}) {
+                                               "shared-pool", "per-thread",
+                                               "per-leaf-quantum"};
+    for (const char* v : {"unaccounted", "percpu", "shared-pool", "per-thread",
+                          "per-leaf-quantum"}) {
       if (!Wanted(p, v, defaults)) continue;
       const std::string variant = v;
-      const int b = variant == "unaccounted" ? 0 : batches.front();
+      const int b =
+          variant == "unaccounted" || IsPeer(variant) ? 0 : batches.front();
       configs.push_back({variant, b, n, 1, "",
                          [=] { return RunThreads(variant, n, size, b, p); }});
     }

@@ -50,8 +50,9 @@ struct Cli {
   bool quiet = false;
   bool no_pin = false;
   std::string plots;
-  std::vector<std::string> from;  // report: JSON-lines files
-  bool groups_given = false;      // --groups on the command line
+  std::vector<std::string> from;     // report: JSON-lines files
+  std::vector<std::string> batches;  // --batch: numbers or "adaptive"
+  bool groups_given = false;         // --groups on the command line
   double seconds = 0;  // 0: default (1.0, quick 0.4; statread 2.5 / 2.0)
   int repeat = 0;      // 0: default (3, quick 5)
 };
@@ -69,7 +70,7 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
   }
   p.repeat = cli.repeat > 0 ? cli.repeat : (cli.quick ? 5 : 3);
   if (all && scenario == "sendfile" && p.batches.empty()) {
-    p.batches = {16, 32, 64, 127};
+    p.batches = {32, 64, 256, umemcg::bench::kAdaptiveBatch};
   }
   if (all && scenario == "kmem" && p.batches.empty()) p.batches = {64, 32};
   if (scenario == "scale" && !cli.groups_given) {
@@ -146,10 +147,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--pairs", cli.p.pairs, "sendfile sender/receiver pairs")
       ->check(CLI::Range(1, 512));
-  app.add_option("--batch", cli.p.batches,
-                 "charge batch(es), comma separated (1..127)")
+  app.add_option("--batch", cli.batches,
+                 "charge batch(es), comma separated: 1..4096 pages, or "
+                 "'adaptive' (BatchPolicy::kAdaptive from 64 up to 1024)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 127));
+      ->check([](const std::string& v) -> std::string {
+        if (v == "adaptive") return "";
+        try {
+          size_t end = 0;
+          const int b = std::stoi(v, &end);
+          if (end == v.size() && b >= 1 && b <= 4096) return "";
+        } catch (const std::exception&) {
+        }
+        return "--batch takes 1..4096 or 'adaptive', not '" + v + "'";
+      });
   app.add_option("--variant", cli.p.variants,
                  "variant(s) to run, comma separated (default: all of the "
                  "scenario's)")
@@ -201,6 +212,10 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", cli.quiet, "no progress lines on stderr");
   CLI11_PARSE(app, argc, argv);
   cli.groups_given = groups_opt->count() > 0;
+  for (const std::string& b : cli.batches) {
+    cli.p.batches.push_back(b == "adaptive" ? umemcg::bench::kAdaptiveBatch
+                                            : std::stoi(b));
+  }
   cli.p.pin = !cli.no_pin;
   cli.p.single_task_baseline = !no_single_task;
   cli.p.progress = !cli.quiet;

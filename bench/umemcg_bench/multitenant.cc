@@ -15,7 +15,12 @@
 // hierarchical add); with 7 slots the tenants of one thread all fit.
 //
 // Variants: slots1, slots7 (ControllerOptions::stock_slots; --stock-slots
-// N measures slotsN only) and unaccounted. ops = messages delivered.
+// N measures slotsN only; --batch N or adaptive), unaccounted, and the
+// peers' designs per-thread and per-leaf-quantum (peers.h: a thread
+// switching tenant flushes its untracked bytes; one pool per tenant).
+// ops = messages delivered. Fields: mbps, tenants, on_cpu, slack_pages
+// (accounted but not in use after the run: stocked pages, untracked bytes,
+// pool reservations) and slack_bound_pages (the design's worst case).
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "peers.h"
 #include "scenarios.h"
 #include "socket_model.h"
 
@@ -52,8 +58,10 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
   std::vector<WorkerTotals> totals(static_cast<size_t>(workers));
   const uint64_t payload = p.payload;
   std::vector<char> file(std::max<uint64_t>(payload, 1) * 4, 'y');
+  double on_cpu = 0;
   const double secs = RunTimed(
-      workers, p.pin, p.seconds, [&](int w, const std::atomic<bool>& stop) {
+      workers, p.pin, p.seconds,
+      [&](int w, const std::atomic<bool>& stop) {
         WorkerTotals& tot = totals[static_cast<size_t>(w)];
         std::vector<int> mine;
         for (int t = w; t < tenants; t += workers) mine.push_back(t);
@@ -87,9 +95,11 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
           Tenant& t = state[static_cast<size_t>(mine[i])];
           acct[i].Uncharge(Settle(t.rx_charge, t.rx_free));
         }
-      });
+      },
+      &on_cpu);
   Sample s;
   s.seconds = secs;
+  s.fields["on_cpu"] = on_cpu;
   for (const WorkerTotals& t : totals) {
     if (t.failed) return Failed("a socket charge failed");
     s.ops += static_cast<double>(t.msgs);
@@ -100,7 +110,9 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
 
 StatusOr<Sample> RunSlots(const Params& p, int tenants, int workers, int slots,
                           int batch) {
-  auto ctrl = MakeController({.batch = batch, .stock_slots = slots});
+  ControllerOptions options = BatchOptions(batch);
+  options.stock_slots = slots;
+  auto ctrl = MakeController(std::move(options));
   if (!ctrl.ok()) return ctrl.status();
   auto chain = MakeChain(*ctrl.value(), 2, Pages(kProtectPages));
   if (!chain.ok()) return chain.status();
@@ -116,7 +128,47 @@ StatusOr<Sample> RunSlots(const Params& p, int tenants, int workers, int slots,
     return GroupAccountant{leaves[static_cast<size_t>(t)]};
   });
   if (!s.ok()) return s;
+  // Every message was freed: what the tenants still have charged sits in
+  // the stocks.
+  double slack = 0;
+  for (Group* g : leaves) slack += static_cast<double>(g->usage().raw());
+  const double nr_cpus = ctrl.value()->info().nr_cpus;
+  const double per_cpu = std::min(slots, tenants);
+  double batch_now = 0;
+  for (Group* g : leaves) batch_now = std::max<double>(batch_now, g->batch());
   if (Status b = CheckBalanced(*ctrl.value(), groups); !b.ok()) return b;
+  s.value().fields["slack_pages"] = slack;
+  s.value().fields["slack_bound_pages"] = nr_cpus * per_cpu * batch_now;
+  return s;
+}
+
+StatusOr<Sample> RunPerThread(const Params& p, int tenants, int workers) {
+  TrackerChain chain(2, tenants);
+  UntrackedSlots slots(workers);
+  auto s = RunTenants(p, tenants, workers, [&](int t) {
+    return PerThreadAccountant{&slots, chain.leaf(t)};
+  });
+  if (!s.ok()) return s;
+  const double slack = static_cast<double>(slots.SlackBytes()) / kPageSize;
+  slots.Settle();
+  if (!chain.Balanced()) return Failed("per-thread trackers not balanced");
+  s.value().fields["slack_pages"] = slack;
+  s.value().fields["slack_bound_pages"] =
+      static_cast<double>(workers) * kUntrackedLimit / kPageSize;
+  return s;
+}
+
+StatusOr<Sample> RunQuantum(const Params& p, int tenants, int workers) {
+  QuantumPools pools(2, tenants);
+  auto s = RunTenants(p, tenants, workers,
+                      [&](int t) { return QuantumAccountant{pools.leaf(t)}; });
+  if (!s.ok()) return s;
+  const double slack = static_cast<double>(pools.SlackBytes()) / kPageSize;
+  pools.Settle();
+  if (!pools.Balanced()) return Failed("quantum pools not balanced");
+  s.value().fields["slack_pages"] = slack;
+  s.value().fields["slack_bound_pages"] =
+      static_cast<double>(tenants) * 2 * kQuantum / kPageSize;
   return s;
 }
 
@@ -129,7 +181,8 @@ StatusOr<std::vector<Result>> RunMultitenant(const Params& p) {
   const int batch = p.batches.empty() ? 64 : p.batches.front();
   std::vector<int> slot_counts = {1, 7};
   if (p.stock_slots > 0) slot_counts = {p.stock_slots};
-  std::vector<std::string> defaults = {"unaccounted"};
+  std::vector<std::string> defaults = {"unaccounted", "per-thread",
+                                       "per-leaf-quantum"};
   for (int s : slot_counts) defaults.push_back(Numbered("slots", s));
   std::vector<Config> configs;
   if (Wanted(p, "unaccounted", defaults)) {
@@ -144,6 +197,14 @@ StatusOr<std::vector<Result>> RunMultitenant(const Params& p) {
     configs.push_back({name, batch, workers, 3, "", [=] {
                          return RunSlots(p, tenants, workers, s, batch);
                        }});
+  }
+  if (Wanted(p, "per-thread", defaults)) {
+    configs.push_back({"per-thread", 0, workers, 3, "",
+                       [=] { return RunPerThread(p, tenants, workers); }});
+  }
+  if (Wanted(p, "per-leaf-quantum", defaults)) {
+    configs.push_back({"per-leaf-quantum", 0, workers, 3, "",
+                       [=] { return RunQuantum(p, tenants, workers); }});
   }
   auto results =
       RunInterleaved("multitenant", std::move(configs), p.repeat, p.progress);

@@ -174,8 +174,7 @@ void TaskLoop(Kind kind, const Accounting& a, std::shared_mutex* mm_lock,
 }
 
 ControllerOptions OptionsFor(const std::string& variant, int batch) {
-  ControllerOptions o;
-  o.batch = batch;
+  ControllerOptions o = BatchOptions(batch);
   o.custom_stat_items = {{"inactive_anon", StatUnit::kPages},
                          {"pgpgin", StatUnit::kEvents},
                          {"pgpgout", StatUnit::kEvents}};
@@ -220,14 +219,18 @@ StatusOr<Sample> RunOnce(Kind kind, const std::string& variant, int threads,
   if (kind == Kind::kPf2) {
     for (TaskPages& t : pages) t.cache = AllocPages(kPoolPages, 7);
   }
+  double on_cpu = 0;
   const double secs = RunTimed(
-      threads, p.pin, p.seconds, [&](int i, const std::atomic<bool>& stop) {
+      threads, p.pin, p.seconds,
+      [&](int i, const std::atomic<bool>& stop) {
         TaskLoop(kind, acct, thread_mode ? &mm_lock : nullptr,
                  pages[static_cast<size_t>(i)], stop,
                  totals[static_cast<size_t>(i)]);
-      });
+      },
+      &on_cpu);
   Sample s;
   s.seconds = secs;
+  s.fields["on_cpu"] = on_cpu;
   for (const TaskTotals& t : totals) {
     if (t.failed) return Failed("a fault charge failed");
     s.ops += static_cast<double>(t.ops);

@@ -104,6 +104,8 @@ std::string SeriesName(const Result& r) {
   std::string s = r.variant;
   if (r.batch > 0 && r.scenario == "sendfile") {
     s += " b" + std::to_string(r.batch);
+  } else if (r.batch == kAdaptiveBatch) {
+    s += " adaptive";
   }
   if (r.depth > 0 && r.variant != "unaccounted" &&
       (r.scenario.rfind("pagefault", 0) == 0 || r.scenario == "fallocate")) {
@@ -144,7 +146,10 @@ StatusOr<std::vector<std::string>> WritePlots(
   // sendfile: overhead vs batch, per thread count.
   std::map<int, Series> overhead;
   for (const Result& r : results) {
-    if (r.scenario != "sendfile" || r.variant != "umemcg") continue;
+    // The adaptive batch is no point on the batch axis (log scale).
+    if (r.scenario != "sendfile" || r.variant != "umemcg" || r.batch <= 0) {
+      continue;
+    }
     const double o = r.field("overhead_vs_unaccounted");
     if (std::isnan(o)) continue;
     Series& s = overhead[r.threads];

@@ -60,6 +60,35 @@ double Field(const Result* r, const char* f) {
   return r == nullptr ? NAN : r->field(f);
 }
 
+// A side's value: ops/s (metric "") or a field's median, and per repeat.
+double Value(const Result* r, const std::string& metric) {
+  return metric.empty() ? Ops(r) : Field(r, metric.c_str());
+}
+std::vector<double> Samples(const Result* r, const std::string& metric) {
+  if (r == nullptr) return {};
+  if (metric.empty()) return r->ops_per_sec_samples;
+  auto it = r->field_samples.find(metric);
+  return it == r->field_samples.end() ? std::vector<double>{} : it->second;
+}
+
+// measured = a / b (medians); lo..hi over the per-repeat ratios; on_cpu =
+// the lower of the two sides' median on-CPU shares.
+void Measure(Claim& c, const Result* a, const Result* b,
+             const std::string& metric = "") {
+  c.measured = Value(a, metric) / Value(b, metric);
+  const std::vector<double> sa = Samples(a, metric);
+  const std::vector<double> sb = Samples(b, metric);
+  for (size_t i = 0; i < std::min(sa.size(), sb.size()); ++i) {
+    const double r = sa[i] / sb[i];
+    if (std::isnan(r)) continue;
+    c.lo = std::isnan(c.lo) ? r : std::min(c.lo, r);
+    c.hi = std::isnan(c.hi) ? r : std::max(c.hi, r);
+  }
+  const double ca = Field(a, "on_cpu");
+  const double cb = Field(b, "on_cpu");
+  c.on_cpu = std::isnan(ca) ? cb : (std::isnan(cb) ? ca : std::min(ca, cb));
+}
+
 }  // namespace
 
 std::string MachineLine() {
@@ -85,7 +114,7 @@ std::string SettingsLine(const Params& p, bool quick) {
 }
 
 void PrintTable(std::FILE* out, const std::vector<Result>& results) {
-  std::fprintf(out, "%-12s %-18s %5s %4s %5s %-7s %13s %23s  %s\n", "scenario",
+  std::fprintf(out, "%-12s %-18s %8s %4s %5s %-7s %13s %23s  %s\n", "scenario",
                "variant", "batch", "thr", "depth", "mode", "ops/s",
                "(min..max)", "fields");
   for (const Result& r : results) {
@@ -97,9 +126,10 @@ void PrintTable(std::FILE* out, const std::vector<Result>& results) {
     if (lo != r.ops_per_sec_samples.end()) {
       range.append("(").append(Fmt(*lo)).append("..").append(Fmt(*hi)) += ")";
     }
-    std::fprintf(out, "%-12s %-18s %5d %4d %5d %-7s %13s %23s  %s\n",
-                 r.scenario.c_str(), r.variant.c_str(), r.batch, r.threads,
-                 r.depth, r.mode.empty() ? "-" : r.mode.c_str(),
+    std::fprintf(out, "%-12s %-18s %8s %4d %5d %-7s %13s %23s  %s\n",
+                 r.scenario.c_str(), r.variant.c_str(),
+                 BatchName(r.batch).c_str(), r.threads, r.depth,
+                 r.mode.empty() ? "-" : r.mode.c_str(),
                  Fmt(r.ops_per_sec).c_str(), range.c_str(), fields.c_str());
   }
 }
@@ -110,7 +140,11 @@ nlohmann::json ToJson(const Result& r) {
   nlohmann::json j;
   j["scenario"] = r.scenario;
   j["variant"] = r.variant;
-  j["batch"] = r.batch;
+  if (r.batch == kAdaptiveBatch) {
+    j["batch"] = "adaptive";
+  } else {
+    j["batch"] = r.batch;
+  }
   j["threads"] = r.threads;
   j["depth"] = r.depth;
   j["mode"] = r.mode;
@@ -129,6 +163,19 @@ nlohmann::json ToJson(const Result& r) {
       j[k] = v;
     }
   }
+  nlohmann::json samples = nlohmann::json::object();
+  for (const auto& [k, v] : r.field_samples) {
+    nlohmann::json list = nlohmann::json::array();
+    for (double x : v) {
+      if (std::isnan(x)) {
+        list.push_back(nullptr);
+      } else {
+        list.push_back(x);
+      }
+    }
+    samples[k] = list;
+  }
+  j["samples"] = samples;
   if (!r.latencies_us.empty()) {
     std::vector<double> q;
     for (int i = 0; i <= kLatencyQuantiles; ++i) {
@@ -146,12 +193,21 @@ StatusOr<Result> FromJson(const nlohmann::json& j) {
       "threads",  "depth",      "mode",
       "seconds",  "ops",        "ops_per_sec",
       "repeat",   "balanced",   "ops_per_sec_samples",
-      "cpus",     "cpu_source", "latency_quantiles_us"};
+      "cpus",     "cpu_source", "latency_quantiles_us",
+      "samples"};
   Result r;
   try {
     r.scenario = j.at("scenario").get<std::string>();
     r.variant = j.at("variant").get<std::string>();
-    r.batch = j.at("batch").get<int>();
+    if (j.at("batch").is_string()) {
+      if (j.at("batch").get<std::string>() != "adaptive") {
+        return Status(StatusCode::kInvalidArgument,
+                      "batch must be a number or \"adaptive\"");
+      }
+      r.batch = kAdaptiveBatch;
+    } else {
+      r.batch = j.at("batch").get<int>();
+    }
     r.threads = j.at("threads").get<int>();
     r.depth = j.value("depth", 0);
     r.mode = j.value("mode", std::string());
@@ -163,6 +219,14 @@ StatusOr<Result> FromJson(const nlohmann::json& j) {
     r.ops_per_sec_samples =
         j.value("ops_per_sec_samples", std::vector<double>());
     r.latencies_us = j.value("latency_quantiles_us", std::vector<double>());
+    if (j.contains("samples") && j.at("samples").is_object()) {
+      for (const auto& [k, v] : j.at("samples").items()) {
+        std::vector<double>& out = r.field_samples[k];
+        for (const auto& x : v) {
+          out.push_back(x.is_number() ? x.get<double>() : NAN);
+        }
+      }
+    }
     for (const auto& [k, v] : j.items()) {
       if (kIdentity.count(k) == 0 && v.is_number()) {
         r.fields[k] = v.get<double>();
@@ -208,6 +272,7 @@ constexpr double kNoEffect = 0.05;
 
 std::string Verdict(const Claim& c) {
   if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
+  if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
   const bool has_target =
       !std::isnan(c.target_min) || !std::isnan(c.target_max);
   const double m = std::log(c.measured);
@@ -240,95 +305,127 @@ std::string Verdict(const Claim& c) {
 
 std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   std::vector<Claim> out;
-  auto add = [&](Claim c) {
+  // A claim on a / b (ops/s, or a field's median), with its noise.
+  auto add = [&](Claim c, const Result* a, const Result* b,
+                 const std::string& metric = "") {
+    Measure(c, a, b, metric);
     c.verdict = Verdict(c);
     out.push_back(std::move(c));
   };
-  // ops/s of variant a over variant b of `scenario` at `depth` (-1: any)
-  // and `threads` (-1: the largest measured).
-  auto ops_ratio = [&](const char* scenario, const char* a, const char* b,
-                       int depth, int threads) {
-    return Ops(Find(rs, scenario, a, -1, depth, threads)) /
-           Ops(Find(rs, scenario, b, -1, depth, threads));
-  };
   const Result* sf64 = Find(rs, "sendfile", "umemcg", 64);
   const Result* sf32 = Find(rs, "sendfile", "umemcg", 32);
+  const Result* sfa = Find(rs, "sendfile", "umemcg", kAdaptiveBatch);
   const Result* sfu = Find(rs, "sendfile", "unaccounted");
   const Result* sfn = Find(rs, "sendfile", "naive");
+  const Result* sfq = Find(rs, "sendfile", "per-leaf-quantum");
+  const Result* sft = Find(rs, "sendfile", "per-thread");
   add({"sendfile: batch 64 vs 32 (msgs/s)",
        "10482.7 -> 17064.7 Mbps, 36 pairs on 72 CPUs [S4]", 17064.7 / 10482.7,
-       Ops(sf64) / Ops(sf32), 1.10, NAN});
+       NAN, 1.10, NAN},
+      sf64, sf32);
   add({"sendfile: umemcg batch 64 vs unaccounted (msgs/s)",
        "20120.3 vs 21694.8 Mbps root (all three fixes) [S1]", 20120.3 / 21694.8,
-       Ops(sf64) / Ops(sfu), 0.85, NAN});
+       NAN, 0.85, NAN},
+      sf64, sfu);
+  add({"sendfile: umemcg adaptive batch vs unaccounted (msgs/s)",
+       "none (beyond the kernel: the seed's TODO)", NAN, NAN, 0.90, NAN},
+      sfa, sfu);
   add({"sendfile: naive per-level atomics vs unaccounted (msgs/s)",
-       "none (the kernel always had a stock)", NAN, Ops(sfn) / Ops(sfu), NAN,
-       0.3});
+       "none (the kernel always had a stock)", NAN, NAN, NAN, 0.3},
+      sfn, sfu);
+  add({"sendfile: umemcg batch 64 vs per-leaf-quantum (msgs/s)",
+       "none (Velox-style pools, peers.h)", NAN, NAN, 1.0, NAN},
+      sf64, sfq);
+  add({"sendfile: umemcg batch 64 vs per-thread, worst-case slack",
+       "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
+      sf64, sft, "slack_bound_pages");
+  const Result* mt7 = Find(rs, "multitenant", "slots7", 64);
   add({"multitenant: 7 stock slots vs 1 (msgs/s)",
        "10801.5 -> 26476.3 Mbps, 36 clients in 36 cgroups [M1]",
-       26476.3 / 10801.5,
-       Ops(Find(rs, "multitenant", "slots7")) /
-           Ops(Find(rs, "multitenant", "slots1")),
-       1.3, NAN});
+       26476.3 / 10801.5, NAN, 1.3, NAN},
+      mt7, Find(rs, "multitenant", "slots1", 64));
+  add({"multitenant: 7 stock slots vs per-leaf-quantum (msgs/s)",
+       "none (Velox-style pools, peers.h)", NAN, NAN, 1.0, NAN},
+      mt7, Find(rs, "multitenant", "per-leaf-quantum"));
+  add({"multitenant: 7 stock slots vs per-thread, worst-case slack",
+       "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
+      mt7, Find(rs, "multitenant", "per-thread"), "slack_bound_pages");
   const Result* kc = Find(rs, "kmem", "cached", 64, -1, 1);
   const Result* ki = Find(rs, "kmem", "immediate", 64, -1, 1);
   const Result* ku = Find(rs, "kmem", "unaccounted", -1, -1, 1);
   add({"kmem 64 B: cached vs immediate stats (time)",
-       "1.4M loop 110 -> 85 ms [K5]", 85.0 / 110.0,
-       Field(kc, "ns_per_op") / Field(ki, "ns_per_op"), NAN, 0.85});
+       "1.4M loop 110 -> 85 ms [K5]", 85.0 / 110.0, NAN, NAN, 0.85},
+      kc, ki, "ns_per_op");
   add({"kmem 64 B: cached vs unaccounted (time)",
-       "6.801 s vs 2.848 s unaccounted, 1e8 x 64 B [K4]", 6.801 / 2.848,
-       Field(kc, "ns_per_op") / Field(ku, "ns_per_op"), NAN, 2.0});
+       "6.801 s vs 2.848 s unaccounted, 1e8 x 64 B [K4]", 6.801 / 2.848, NAN,
+       NAN, 1.8},
+      kc, ku, "ns_per_op");
   add({"kmem 64 B: batch 32 vs 64, cached (time)",
-       "pgbench sendto 3049.2 vs 3071.6 ms [K3]", 3049.221 / 3071.607,
-       Field(Find(rs, "kmem", "cached", 32, -1, 1), "ns_per_op") /
-           Field(kc, "ns_per_op"),
-       NAN, NAN});
+       "pgbench sendto 3049.2 vs 3071.6 ms [K3]", 3049.221 / 3071.607, NAN, NAN,
+       NAN},
+      Find(rs, "kmem", "cached", 32, -1, 1), kc, "ns_per_op");
+  add({"kmem 64 B: cached vs per-leaf-quantum (time)",
+       "none (Velox-style pools, peers.h)", NAN, NAN, NAN, 1.0},
+      kc, Find(rs, "kmem", "per-leaf-quantum", -1, -1, 1), "ns_per_op");
+  add({"kmem 64 B: cached vs per-thread, worst-case slack",
+       "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
+      kc, Find(rs, "kmem", "per-thread", -1, -1, 1), "slack_bound_pages");
   {
     const Result* pc = Find(rs, "kmem", "percpu");
     const Result* sp = Find(rs, "kmem", "shared-pool");
     Claim c{"kmem 4 KiB, N threads: per-CPU stock vs shared pool (ops/s)",
             "6,242 -> 438,838 kops/s, 96 threads [K6]",
             438838.0 / 6242.0,
-            Ops(pc) / Ops(sp),
+            NAN,
             NAN,
             NAN};
     if (pc != nullptr && pc->threads > 0) {
       c.name += " at " + std::to_string(pc->threads) + " threads";
     }
-    add(c);
+    add(c, pc, sp);
   }
   add({"statread 10k groups: p99 global+whole-tree / pergroup+subtree",
-       "no ratio published; v6.8 subtree flushing [Y6]", NAN,
-       Field(Find(rs, "statread", "global+whole-tree"), "p99_us") /
-           Field(Find(rs, "statread", "pergroup+subtree"), "p99_us"),
-       10, NAN});
+       "no ratio published; v6.8 subtree flushing [Y6]", NAN, NAN, 10, NAN},
+      Find(rs, "statread", "global+whole-tree"),
+      Find(rs, "statread", "pergroup+subtree"), "p99_us");
   add({"pagefault3 vs pagefault1 per-task ops (pergroup, depth 2, 1 task)",
        "1,295,808 vs 270,249 per_process_ops, 256 CPUs [Y5]",
-       1295807.782 / 270249.164,
-       Ops(Find(rs, "pagefault3", "pergroup", -1, 2, 1)) /
-           Ops(Find(rs, "pagefault1", "pergroup", -1, 2, 1)),
-       NAN, NAN});
-  add({"pagefault1: pergroup vs global (depth 2, N tasks, ops/s)",
-       "per_process 270249 -> 261369, 2 levels [Y5]", 261368.709 / 270249.164,
-       ops_ratio("pagefault1", "pergroup", "global", 2, -1), NAN, NAN});
-  add({"pagefault3: pergroup vs global (depth 2, N tasks, ops/s)",
-       "per_process 1295808 -> 1275580, 2 levels [Y5]",
-       1275579.873 / 1295807.782,
-       ops_ratio("pagefault3", "pergroup", "global", 2, -1), NAN, NAN});
-  add({"pagefault1: naive-walk vs global (depth 4, N tasks, ops/s)",
-       "per_process -6.02%, 4 levels (v2, no early stop) [Y1]", 1 - 0.0602,
-       ops_ratio("pagefault1", "naive-walk", "global", 4, -1), NAN, NAN});
-  add({"pagefault3: naive-walk vs global (depth 4, N tasks, ops/s)",
-       "per_process -3.93%, 4 levels [Y1]", 1 - 0.0393,
-       ops_ratio("pagefault3", "naive-walk", "global", 4, -1), NAN, NAN});
-  add({"fallocate: naive-walk vs global (depth 4, N tasks, ops/s)",
-       "fallocate1 per_thread 36509 -> 27079 [Y7]", 27079.0 / 36509.0,
-       ops_ratio("fallocate", "naive-walk", "global", 4, -1), NAN, NAN});
-  add({"fallocate: pergroup (early stop) vs global (depth 4, N tasks)",
-       "fixed to +3.3% after the follow-ups [Y11]", 1.033,
-       ops_ratio("fallocate", "pergroup", "global", 4, -1), NAN, NAN});
+       1295807.782 / 270249.164, NAN, NAN, NAN},
+      Find(rs, "pagefault3", "pergroup", -1, 2, 1),
+      Find(rs, "pagefault1", "pergroup", -1, 2, 1));
+  // variant a over b of `scenario` at `depth`, the largest thread count.
+  auto pf = [&](Claim c, const char* scenario, const char* a, const char* b,
+                int depth) {
+    add(std::move(c), Find(rs, scenario, a, -1, depth, -1),
+        Find(rs, scenario, b, -1, depth, -1));
+  };
+  pf({"pagefault1: pergroup vs global (depth 2, N tasks, ops/s)",
+      "per_process 270249 -> 261369, 2 levels [Y5]", 261368.709 / 270249.164,
+      NAN, NAN, NAN},
+     "pagefault1", "pergroup", "global", 2);
+  pf({"pagefault3: pergroup vs global (depth 2, N tasks, ops/s)",
+      "per_process 1295808 -> 1275580, 2 levels [Y5]",
+      1275579.873 / 1295807.782, NAN, NAN, NAN},
+     "pagefault3", "pergroup", "global", 2);
+  pf({"pagefault1: naive-walk vs global (depth 4, N tasks, ops/s)",
+      "per_process -6.02%, 4 levels (v2, no early stop) [Y1]", 1 - 0.0602, NAN,
+      NAN, NAN},
+     "pagefault1", "naive-walk", "global", 4);
+  pf({"pagefault3: naive-walk vs global (depth 4, N tasks, ops/s)",
+      "per_process -3.93%, 4 levels [Y1]", 1 - 0.0393, NAN, NAN, NAN},
+     "pagefault3", "naive-walk", "global", 4);
+  pf({"fallocate: naive-walk vs global (depth 4, N tasks, ops/s)",
+      "fallocate1 per_thread 36509 -> 27079 [Y7]", 27079.0 / 36509.0, NAN, NAN,
+      NAN},
+     "fallocate", "naive-walk", "global", 4);
+  pf({"fallocate: pergroup (early stop) vs global (depth 4, N tasks)",
+      "fixed to +3.3% after the follow-ups [Y11]", 1.033, NAN, NAN, NAN},
+     "fallocate", "pergroup", "global", 4);
   // Issue 16's targets (no kernel figure: absolute values and ratios).
+  auto add_value = [&](Claim c) {
+    c.verdict = Verdict(c);
+    out.push_back(std::move(c));
+  };
   {
     const Result* large = Find(rs, "scale", "large");
     const Result* small = Find(rs, "scale", "small");
@@ -337,39 +434,47 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
       n = std::to_string(static_cast<int64_t>(large->field("groups")));
     }
     const char* none = "none (issue 16 target)";
-    add({"scale: groups created/s, 1 thread, " + n + " groups", none, NAN,
+    add_value({"scale: groups created/s, 1 thread, " + n + " groups", none, NAN,
          Field(large, "create_per_s"), 100000, NAN});
-    add({"scale: groups removed/s, 1 thread, under churn, " + n + " groups",
+    add_value({"scale: groups removed/s, 1 thread, under churn, " + n + " groups",
          none, NAN, Field(large, "remove_per_s"), 100000, NAN});
     // CPU time of the removing thread: the wall clock of a loaded machine
     // would compare the scheduler's share, not the work.
-    add({"scale: removal CPU time per group, " + n + " vs 1000 groups", none,
+    add_value({"scale: removal CPU time per group, " + n + " vs 1000 groups", none,
          NAN,
          Field(large, "remove_cpu_ns_per_group") /
              Field(small, "remove_cpu_ns_per_group"),
          NAN, 1.5});
-    add({"scale: root memory.stat p99 (ms), every group dirty", none, NAN,
+    add_value({"scale: root memory.stat p99 (ms), every group dirty", none, NAN,
          Field(large, "root_stat_p99_ms"), NAN, 50});
-    add({"scale: random-leaf memory.stat p99 (us)", none, NAN,
+    add_value({"scale: random-leaf memory.stat p99 (us)", none, NAN,
          Field(large, "leaf_stat_p99_us"), NAN, 100});
-    add({"scale: hot-group charge p99, tree churning / quiet", none, NAN,
+    add_value({"scale: hot-group charge p99, tree churning / quiet", none, NAN,
          Field(large, "hot_p99_churn_vs_quiet"), NAN, 2});
-    add({"scale: bytes per group (RSS growth)", none, NAN,
+    add_value({"scale: bytes per group (RSS growth)", none, NAN,
          Field(large, "bytes_per_group"), NAN, 2048});
   }
   return out;
 }
 
 void PrintClaims(std::FILE* out, const std::vector<Claim>& claims) {
-  std::fprintf(out, "%-72s %8s %8s %10s  %-7s %s\n", "seed claim", "kernel",
-               "umemcg", "target", "verdict", "kernel figure");
+  std::fprintf(out, "%-64s %8s %8s %19s %6s %10s  %-7s %s\n", "seed claim",
+               "kernel", "umemcg", "noise (min..max)", "on-cpu", "target",
+               "verdict", "kernel figure");
   for (const Claim& c : claims) {
     std::string target = "-";
     if (!std::isnan(c.target_min)) target = ">= " + Fmt(c.target_min);
     if (!std::isnan(c.target_max)) target = "<= " + Fmt(c.target_max);
-    std::fprintf(out, "%-72s %8s %8s %10s  %-7s %s\n", c.name.c_str(),
+    const std::string noise =
+        std::isnan(c.lo) ? "-" : Fmt(c.lo) + ".." + Fmt(c.hi);
+    char on_cpu[16] = "-";
+    if (!std::isnan(c.on_cpu)) {
+      std::snprintf(on_cpu, sizeof(on_cpu), "%.0f%%", 100 * c.on_cpu);
+    }
+    std::fprintf(out, "%-64s %8s %8s %19s %6s %10s  %-7s %s\n", c.name.c_str(),
                  Fmt(c.kernel_ratio).c_str(), Fmt(c.measured).c_str(),
-                 target.c_str(), c.verdict.c_str(), c.kernel.c_str());
+                 noise.c_str(), on_cpu, target.c_str(), c.verdict.c_str(),
+                 c.kernel.c_str());
   }
 }
 

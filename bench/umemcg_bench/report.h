@@ -5,8 +5,11 @@
 // published figure and ratio, umemcg's measured ratio here, and a
 // one-word verdict), and SVG plots drawn with gnuplot.
 //
-// Verdicts. With a target from the issue: "yes" when it is met, "partly"
-// when the direction is right but the target missed, "no" otherwise.
+// Verdicts. "void" when a timed thread of either side was on a CPU less
+// than kMinOnCpu of the time (the machine was too busy: the ratio then
+// measures the scheduler). With a target from the issue: "yes" when it is
+// met, "partly" when the direction is right but the target missed, "no"
+// otherwise.
 // Without one: "yes" when the direction matches the kernel's and the
 // effect's size (|ln ratio|) is within a factor of two of the kernel's (or
 // both are below 0.05, "no effect"),
@@ -40,8 +43,10 @@ void PrintTable(std::FILE* out, const std::vector<Result>& results);
 
 // The JSON object of one result: scenario, variant, batch, threads,
 // seconds, ops, ops_per_sec, repeat, depth, mode, balanced,
-// ops_per_sec_samples, cpus, cpu_source, every scenario field, and for
-// results with latencies latency_quantiles_us (201 quantiles, 0..100%).
+// ops_per_sec_samples, cpus, cpu_source, every scenario field, `samples`
+// (each field's value per repeat, in run order), and for results with
+// latencies latency_quantiles_us (201 quantiles, 0..100%). `batch` is a
+// number, or "adaptive".
 nlohmann::json ToJson(const Result& r);
 
 // The inverse of ToJson: identity and medians, every other numeric key as
@@ -60,7 +65,13 @@ struct Claim {
   double measured = NAN;
   double target_min = NAN;  // the issue's target, if any
   double target_max = NAN;
-  std::string verdict;  // yes / partly / no / n/a
+  // The noise estimate: the lowest and highest per-repeat ratio (repeat i
+  // of both sides ran side by side).
+  double lo = NAN;
+  double hi = NAN;
+  // The lowest on-CPU share of a timed thread on either side.
+  double on_cpu = NAN;
+  std::string verdict;  // yes / partly / no / void / n/a
 };
 
 // Builds the claims from the results of `all` (missing results: n/a).

@@ -18,9 +18,12 @@ const std::vector<std::string>& ScenarioNames() {
 }
 
 std::vector<std::string> ScenarioVariants(const std::string& scenario) {
-  if (scenario == "sendfile") return {"umemcg", "unaccounted", "naive"};
+  if (scenario == "sendfile") {
+    return {"umemcg", "unaccounted", "naive", "per-thread", "per-leaf-quantum"};
+  }
   if (scenario == "multitenant") {
-    std::vector<std::string> v = {"unaccounted"};
+    std::vector<std::string> v = {"unaccounted", "per-thread",
+                                  "per-leaf-quantum"};
     for (int s = 1; s <= 16; ++s) v.push_back(Numbered("slots", s));
     return v;
   }
@@ -28,7 +31,8 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
     return {"unaccounted", "global", "pergroup", "naive-walk"};
   }
   if (scenario == "kmem") {
-    return {"unaccounted", "immediate", "cached", "percpu", "shared-pool"};
+    return {"unaccounted", "immediate",  "cached",          "percpu",
+            "shared-pool", "per-thread", "per-leaf-quantum"};
   }
   if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
   if (scenario == "scale") return {"small", "large"};

@@ -16,17 +16,23 @@
 // cannot recycle locally: S's stock empties (one hierarchical add per
 // batch pages), R's overflows (one hierarchical subtract per batch pages).
 //
-// Variants: umemcg (the library at each batch), unaccounted (the same
-// ring, copies and reserve arithmetic, no charges or statistics), naive
-// (an atomic add/sub on every level for every charge: a bare PageCounter
-// chain; same statistics as umemcg).
+// Variants: umemcg (the library at each batch, `--batch adaptive` for the
+// adaptive policy), unaccounted (the same ring, copies and reserve
+// arithmetic, no charges or statistics), naive (an atomic add/sub on every
+// level for every charge: a bare PageCounter chain; same statistics as
+// umemcg), per-thread and per-leaf-quantum (other systems' designs,
+// peers.h: no statistics).
 //
 // Fields: mbps (payload Mbit/s of 10 KiB messages), pages_per_msg,
 // rmw_per_op (hierarchical counter RMWs per message: for umemcg
 // levels x pages charged and uncharged / batch, since every batch pages
 // cross all levels once on each side; for naive levels x charge calls),
-// overhead_vs_unaccounted (1 - msgs/s / unaccounted msgs/s) and
-// vs_unaccounted.
+// overhead_vs_unaccounted (1 - msgs/s / unaccounted msgs/s),
+// vs_unaccounted, on_cpu (the lowest on-CPU share of the 2P threads),
+// slack_pages (accounted but not in use once every message is freed: the
+// stocks for umemcg, untracked bytes or reservations for the peers) and
+// slack_bound_pages (the design's worst case: nr_cpus x batch; threads x
+// 4 MiB; leaves x 2 MiB), and for adaptive the batch it ended at.
 
 #include <algorithm>
 #include <atomic>
@@ -36,6 +42,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "peers.h"
 #include "scenarios.h"
 #include "socket_model.h"
 
@@ -73,6 +80,7 @@ struct alignas(64) ReceiverState {
 struct PairTotals {
   uint64_t msgs = 0, pages_charged = 0, pages_uncharged = 0, calls = 0;
   double seconds = 0;
+  double on_cpu = 0;
 };
 
 // Runs `pairs` sender/receiver pairs for `seconds`; `acct` does the page
@@ -153,14 +161,16 @@ StatusOr<PairTotals> RunPairs(int pairs, bool pin, double seconds,
     }
   };
   PairTotals t;
-  t.seconds = RunTimed(2 * pairs, pin, seconds,
-                       [&](int i, const std::atomic<bool>& stop) {
-                         if (i % 2 == 0) {
-                           sender(i / 2, stop);
-                         } else {
-                           receiver(i / 2);
-                         }
-                       });
+  t.seconds = RunTimed(
+      2 * pairs, pin, seconds,
+      [&](int i, const std::atomic<bool>& stop) {
+        if (i % 2 == 0) {
+          sender(i / 2, stop);
+        } else {
+          receiver(i / 2);
+        }
+      },
+      &t.on_cpu);
   for (int i = 0; i < pairs; ++i) {
     SenderState& s = senders[static_cast<size_t>(i)];
     ReceiverState& r = receivers[static_cast<size_t>(i)];
@@ -187,6 +197,7 @@ Sample ToSample(const PairTotals& t, int levels, int batch, bool naive) {
   Sample s;
   s.ops = static_cast<double>(t.msgs);
   s.seconds = t.seconds;
+  s.fields["on_cpu"] = t.on_cpu;
   const double msgs = std::max<double>(1, static_cast<double>(t.msgs));
   s.fields["mbps"] =
       static_cast<double>(t.msgs) * kMessageBytes * 8 / t.seconds / 1e6;
@@ -203,19 +214,64 @@ Sample ToSample(const PairTotals& t, int levels, int batch, bool naive) {
   return s;
 }
 
-// One run of the library variant at `batch`.
+// One run of the library variant at `batch` (or adaptive).
 StatusOr<Sample> RunUmemcg(const Params& p, int pairs, int depth, int batch) {
-  auto ctrl = MakeController({.batch = batch});
+  auto ctrl = MakeController(BatchOptions(batch));
   if (!ctrl.ok()) return ctrl.status();
   auto chain = MakeChain(*ctrl.value(), depth, Pages(kProtectPages));
   if (!chain.ok()) return chain.status();
-  auto t = RunPairs(pairs, p.pin, p.seconds, p.payload,
-                    GroupAccountant{chain.value().back().get()});
+  Group* leaf = chain.value().back().get();
+  auto t = RunPairs(pairs, p.pin, p.seconds, p.payload, GroupAccountant{leaf});
   if (!t.ok()) return t.status();
+  // Every message and socket was freed: what the leaf still has charged
+  // sits in the stocks.
+  const double slack = static_cast<double>(leaf->usage().raw());
+  const int batch_now = leaf->batch();
+  const double bound = static_cast<double>(leaf->StockSlackBound().raw());
   if (Status s = CheckBalanced(*ctrl.value(), chain.value()); !s.ok()) {
     return s;
   }
-  return ToSample(t.value(), depth + 1, batch, false);
+  // rmw_per_op with the batch in effect at the end (adaptive: its last).
+  Sample s =
+      ToSample(t.value(), depth + 1,
+               batch == kAdaptiveBatch ? std::max(1, batch_now) : batch, false);
+  s.fields["slack_pages"] = slack;
+  s.fields["slack_bound_pages"] = bound;
+  if (batch == kAdaptiveBatch) s.fields["batch_end"] = batch_now;
+  return s;
+}
+
+// The peers (peers.h): the same tree as trackers or pools.
+StatusOr<Sample> RunPerThread(const Params& p, int pairs, int depth) {
+  TrackerChain chain(depth, 1);
+  UntrackedSlots slots(2 * pairs + 1);
+  auto t = RunPairs(pairs, p.pin, p.seconds, p.payload,
+                    PerThreadAccountant{&slots, chain.leaf(0)});
+  if (!t.ok()) return t.status();
+  const double slack = static_cast<double>(slots.SlackBytes()) / kPageSize;
+  slots.Settle();
+  if (!chain.Balanced()) return Failed("per-thread trackers not balanced");
+  Sample s = ToSample(t.value(), depth + 1, 0, false);
+  s.fields.erase("rmw_per_op");
+  s.fields["slack_pages"] = slack;
+  s.fields["slack_bound_pages"] =
+      static_cast<double>(2 * pairs) * kUntrackedLimit / kPageSize;
+  return s;
+}
+
+StatusOr<Sample> RunQuantum(const Params& p, int pairs, int depth) {
+  QuantumPools pools(depth, 1);
+  auto t = RunPairs(pairs, p.pin, p.seconds, p.payload,
+                    QuantumAccountant{pools.leaf(0)});
+  if (!t.ok()) return t.status();
+  const double slack = static_cast<double>(pools.SlackBytes()) / kPageSize;
+  pools.Settle();
+  if (!pools.Balanced()) return Failed("quantum pools not balanced");
+  Sample s = ToSample(t.value(), depth + 1, 0, false);
+  s.fields.erase("rmw_per_op");
+  s.fields["slack_pages"] = slack;
+  s.fields["slack_bound_pages"] = 2.0 * kQuantum / kPageSize;
+  return s;
 }
 
 StatusOr<Sample> RunNaive(const Params& p, int pairs, int depth) {
@@ -243,7 +299,10 @@ StatusOr<Sample> RunNaive(const Params& p, int pairs, int depth) {
   if (Status s = CheckBalanced(*ctrl.value(), chain.value()); !s.ok()) {
     return s;
   }
-  return ToSample(t.value(), depth + 1, 1, true);
+  Sample s = ToSample(t.value(), depth + 1, 1, true);
+  s.fields["slack_pages"] = 0;  // exact: no cache of any kind
+  s.fields["slack_bound_pages"] = 0;
+  return s;
 }
 
 StatusOr<Sample> RunUnaccounted(const Params& p, int pairs) {
@@ -264,7 +323,8 @@ StatusOr<std::vector<Result>> RunSendfile(const Params& p) {
   const int depth = p.depth > 0 ? p.depth : kDefaultDepth;
   const std::vector<int> batches =
       p.batches.empty() ? std::vector<int>{32, 64} : p.batches;
-  const std::vector<std::string> defaults = {"umemcg", "unaccounted", "naive"};
+  const std::vector<std::string> defaults = {"umemcg", "unaccounted", "naive",
+                                             "per-thread", "per-leaf-quantum"};
   std::vector<Config> configs;
   if (Wanted(p, "unaccounted", defaults)) {
     configs.push_back({"unaccounted", 0, 2 * pairs, depth, "",
@@ -279,6 +339,14 @@ StatusOr<std::vector<Result>> RunSendfile(const Params& p) {
   if (Wanted(p, "naive", defaults)) {
     configs.push_back({"naive", 1, 2 * pairs, depth, "",
                        [=] { return RunNaive(p, pairs, depth); }});
+  }
+  if (Wanted(p, "per-thread", defaults)) {
+    configs.push_back({"per-thread", 0, 2 * pairs, depth, "",
+                       [=] { return RunPerThread(p, pairs, depth); }});
+  }
+  if (Wanted(p, "per-leaf-quantum", defaults)) {
+    configs.push_back({"per-leaf-quantum", 0, 2 * pairs, depth, "",
+                       [=] { return RunQuantum(p, pairs, depth); }});
   }
   auto results =
       RunInterleaved("sendfile", std::move(configs), p.repeat, p.progress);

@@ -58,7 +58,7 @@ enum {
 };
 
 typedef struct umemcg_options {
-  int batch;                     /* 1..127, default 64 */
+  int batch;                     /* 1..4096, default 64 */
   int stock_slots;               /* 1..16, default 7 */
   int cpu_source;                /* UMEMCG_CPU_*, default AUTO */
   int nr_cpus;                   /* 0 = possible CPUs */

@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -161,10 +162,35 @@ enum class HighWorkMode : uint8_t {
   kNone,
 };
 
+// How each group's batch (pages charged per counter walk, and the most one
+// CPU's stock caches for the group) is chosen.
+enum class BatchPolicy : uint8_t {
+  // Every group uses ControllerOptions::batch (the kernel's constant
+  // MEMCG_CHARGE_BATCH).
+  kFixed,
+  // Per group, starting at `batch` (beyond the kernel): the batch doubles,
+  // up to `batch_max`, while the group's stocks refill or drain more often
+  // than every 100 us and nr_cpus x the batch stays within 1/8 of the room
+  // left under max and high (the group's and every ancestor's); it shrinks
+  // as that room narrows (to 0, no stock, at the limit) and halves back
+  // toward `batch` when the group goes idle. A shrink drains the group's
+  // stocks, so the slack never exceeds nr_cpus x the current batch, and a
+  // charge that would fail (with or without kMayReclaim) first drains the
+  // refusing level's stocks, so none fails that `batch` would fit.
+  // docs/benchmarks.md describes the rule and its guarantees.
+  kAdaptive,
+};
+
 struct ControllerOptions {
   // Pages charged per counter walk and cached per CPU per group
-  // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before. 1..127.
+  // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before.
+  // 1..4096 (slot counts are uint16; the kernel's uint8 stops at 127).
+  // Usage may over-report a group by up to nr_cpus x batch pages.
   int batch = 64;
+  // kAdaptive: `batch` is where each group starts and the floor of its
+  // growth; `batch_max` (batch..4096) its ceiling.
+  BatchPolicy batch_policy = BatchPolicy::kFixed;
+  int batch_max = 1024;
   // Groups cached per CPU stock (NR_MEMCG_STOCK, 7 since v6.16). 1..16.
   int stock_slots = 7;
   // Objcgs cached per CPU object stock (NR_OBJ_STOCK, 5 since the E5
@@ -176,6 +202,11 @@ struct ControllerOptions {
   // Use per-CPU object stocks. false: every object charge goes through the
   // objcg's shared nr_charged_bytes pool (for benchmarks).
   bool obj_stock = true;
+  // Commit the stocks' hit paths with restartable sequences where this
+  // process supports them (ControllerInfo::stock_rseq). false takes the
+  // per-CPU try-lock on every hit (for benchmarks and tests comparing the
+  // two).
+  bool stock_rseq = true;
   // How the current CPU is found; see cpu.h.
   CpuSource cpu_source = CpuSource::kAuto;
   // Number of per-CPU shards. 0 = this machine's possible CPUs (sparse ids
@@ -226,14 +257,16 @@ struct ControllerOptions {
 // The settings in effect, after defaults were resolved.
 struct ControllerInfo {
   int batch = 0;
+  BatchPolicy batch_policy = BatchPolicy::kFixed;
+  int batch_max = 0;  // kFixed: equal to batch
   int stock_slots = 0;
   int obj_stock_slots = 0;
   bool obj_stat_cache = true;
   bool obj_stock = true;
   // The page and object stocks' hit paths commit through restartable
-  // sequences (no atomic read-modify-write): rseq CPU source, one shard per
-  // CPU, x86-64, membarrier RSEQ fences, not a TSan build. Otherwise they
-  // take the shard's try-lock.
+  // sequences (no atomic read-modify-write): ControllerOptions::stock_rseq,
+  // rseq CPU source, one shard per CPU, x86-64, membarrier RSEQ fences,
+  // not a TSan build. Otherwise they take the shard's try-lock.
   bool stock_rseq = false;
   int nr_cpus = 0;
   CpuSource cpu_source = CpuSource::kAuto;  // never kAuto here

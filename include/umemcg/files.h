@@ -31,7 +31,9 @@
 //   memory.stat          R  root  "key value\n" in the kernel's order
 //   memory.oom.group     RW    "0" / "1"
 //   memory.reclaim       W  root  "<size> [swappiness=N|max]"
-//   memory.stock         R  root  umemcg: bytes cached in per-CPU stocks
+//   memory.stock         R  root  umemcg: "stocked <bytes cached in the
+//                              per-CPU stocks>\nbatch <the group's batch,
+//                              pages>\nslack_bound <bytes>\n"
 //   memory.stat_error    R  root  umemcg: the error bound of an unflushed
 //                              memory.stat read ("pending_updates N\n
 //                              threshold N\nexceeded 0|1\nbound_bytes N|max

@@ -28,9 +28,10 @@
 // children's.
 //
 // Usage over-report. Pages held in per-CPU stocks are charged but unused:
-// usage() exceeds the pages handed out by at most nr_cpus x batch pages per
-// group (StockedPages() says how much exactly; stocks are drained before
-// any OOM decision, so stock never causes a failure draining would avoid).
+// usage() exceeds the pages handed out by at most nr_cpus x batch() pages
+// per group (StockedPages() says how much exactly; stocks are drained
+// before any OOM decision, so stock never causes a failure draining would
+// avoid).
 //
 // Thread safety: every method may be called from any thread. TryCharge and
 // Uncharge never take a blocking lock and never allocate on the stock-hit
@@ -399,6 +400,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   // memory.events / memory.events.local text ("low 0\nhigh 0\n...").
   std::string MemoryEvents() const;
   std::string MemoryEventsLocal() const;
+  // memory.stock text (umemcg's own file): "stocked <bytes cached in the
+  // stocks now>\nbatch <pages, batch()>\nslack_bound <bytes,
+  // StockSlackBound()>\n".
+  std::string MemoryStock() const;
 
   // ---- cgroup-v2 files (see files.h) ----
 
@@ -418,7 +423,12 @@ class UMEMCG_EXPORT alignas(64) Group {
   // may pair a slot's group with a count from just before or after).
   // Bounded by StockSlackBound().
   Pages StockedPages() const;
-  // nr_cpus x batch: the most stock can over-report this group's usage.
+  // The group's current batch: pages per counter walk, and the most one
+  // CPU's stock caches for it (ControllerOptions::batch, or what the
+  // adaptive policy set last; 0 = no stock).
+  int batch() const { return batch_.load(std::memory_order_relaxed); }
+  // nr_cpus x batch(): the most stock can over-report this group's usage
+  // now (the adaptive policy drains the group's stocks when it lowers it).
   Pages StockSlackBound() const;
 
   uint64_t events(MemoryEvent e) const {
@@ -501,6 +511,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   }
   void Put();
 
+  // TryCharge / Uncharge after the stock's rseq hit missed (charge.cc).
+  [[gnu::noinline]] ChargeResult TryChargeMiss(uint64_t n, ChargeFlags flags);
+  [[gnu::noinline]] void UnchargeMiss(uint64_t n);
+
   // Write-hot counter first (its own cache lines).
   PageCounter memory_;
 
@@ -516,6 +530,12 @@ class UMEMCG_EXPORT alignas(64) Group {
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};
+  // Pages per counter walk and the most one CPU's stock slot may cache for
+  // this group: the controller's batch, or (BatchPolicy::kAdaptive) what
+  // the adaptive policy set last. Read inside the stock's hit paths;
+  // written only by the policy, which drains the group's slots after a
+  // shrink (src/charge_stock.h). Relaxed: an independent value.
+  std::atomic<int32_t> batch_;
 
   // Reference count; see the lifetime note above. On its own cache line:
   // stock slot installs write it, and the read-mostly fields above are
@@ -534,6 +554,15 @@ class UMEMCG_EXPORT alignas(64) Group {
   // shards more, never fewer).
   std::atomic<uint64_t> stock_shards_{0};
   std::atomic<uint64_t> kmem_shards_{0};
+  // BatchPolicy::kAdaptive: the time of the group's last batch event (a
+  // stock refill by a charge, or a slot passing its batch), in the
+  // controller clock's nanoseconds, the smoothed interval between events,
+  // and a one-byte try-lock serialising the policy's decisions (a busy
+  // policy is skipped; acquire/release). Written once per batch of pages,
+  // under that lock; relaxed: heuristics, published to no one else.
+  std::atomic<int64_t> batch_event_ns_{0};
+  std::atomic<int64_t> batch_interval_ns_{INT64_C(10000000)};
+  std::atomic<bool> batch_policy_busy_{false};
 
   // Events: written only on slow paths (limits, reclaim, OOM). Relaxed:
   // independent counters that publish no other data.

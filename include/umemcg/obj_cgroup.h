@@ -73,6 +73,7 @@ namespace umemcg {
 class Controller;
 namespace internal {
 class ObjStock;
+struct ObjStockShard;
 }  // namespace internal
 
 class UMEMCG_EXPORT alignas(64) ObjCgroup {
@@ -158,6 +159,14 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   Controller* const controller_;
   internal::ObjStock* const stock_;
   const bool is_root_;
+  // The object stock's shards, how many its rseq hit may use (0 without
+  // rseq), its slots per shard and whether it caches slab statistics,
+  // copied at creation: the hit reads them next to stock_ instead of
+  // through it, which leaves it a register short of needing a stack frame.
+  internal::ObjStockShard* const stock_shards_;
+  const uint32_t stock_hit_shards_;
+  const int32_t stock_slots_;
+  const bool stock_cache_stats_;  // ControllerOptions::obj_stat_cache
 
   // Reference count. Its own cache line: ObjCgroupRef copies write it.
   // Increments are relaxed (a reference is made from an existing one); the

@@ -323,7 +323,7 @@ StatusOr<std::string> MemoryFile::Read() {
   if (n == "memory.stat_error") return StatErrorText(g);
   if (n == "memory.oom.group")
     return std::string(g.oom_group() ? "1\n" : "0\n");
-  if (n == "memory.stock") return BytesLine(g.StockedPages());
+  if (n == "memory.stock") return g.MemoryStock();
   return Status(StatusCode::kPermissionDenied, "file is write-only");
 }
 

@@ -18,7 +18,14 @@ inline constexpr size_t kCacheLineSize = 64;
 
 template <typename T>
 class PerCpu {
+  struct alignas(kCacheLineSize) Shard {
+    T value;
+  };
+
  public:
+  // Bytes from one shard to the next (a multiple of the cache line).
+  static constexpr size_t kStride = sizeof(Shard);
+
   explicit PerCpu(int nr_shards)
       : nr_shards_(nr_shards), shards_(new Shard[nr_shards]) {}
 
@@ -27,9 +34,6 @@ class PerCpu {
   const T& operator[](int shard) const { return shards_[shard].value; }
 
  private:
-  struct alignas(kCacheLineSize) Shard {
-    T value;
-  };
   const int nr_shards_;
   std::unique_ptr<Shard[]> shards_;
 };

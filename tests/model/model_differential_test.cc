@@ -33,7 +33,7 @@
 //     offline ones the test still references and their ancestors.
 //
 // Every Controller setting that changes the stock is covered: batch 1, 32,
-// 64 and 1 or 7 slots per CPU.
+// 64, 512 and 1 or 7 slots per CPU, and the adaptive batch policy.
 
 #include <gtest/gtest.h>
 
@@ -82,6 +82,7 @@ constexpr int kMaxOnlineGroups = 24;
 struct Variant {
   int batch;
   int stock_slots;
+  BatchPolicy batch_policy = BatchPolicy::kFixed;
 };
 
 // What a run exercised (so a change that silently skips a path shows up).
@@ -111,6 +112,7 @@ class Differential {
     ControllerOptions options;
     options.batch = variant.batch;
     options.stock_slots = variant.stock_slots;
+    options.batch_policy = variant.batch_policy;
     options.cpu_source = CpuSource::kFake;
     options.nr_cpus = kNrCpus;
     options.error_hook = [this](const ErrorReport& r) {
@@ -557,10 +559,11 @@ TEST_P(ModelDifferentialTest, RandomOperationsMatchTheModel) {
     if (HasFailure()) return;
   }
   std::printf(
-      "batch %d slots %d: %llu charges, %llu refused, %llu forced, "
+      "batch %d%s slots %d: %llu charges, %llu refused, %llu forced, "
       "%llu from stock (%llu past the model's limit), %llu quiescent\n",
-      GetParam().batch, GetParam().stock_slots,
-      static_cast<unsigned long long>(total.charges),
+      GetParam().batch,
+      GetParam().batch_policy == BatchPolicy::kAdaptive ? " adaptive" : "",
+      GetParam().stock_slots, static_cast<unsigned long long>(total.charges),
       static_cast<unsigned long long>(total.refused),
       static_cast<unsigned long long>(total.forced),
       static_cast<unsigned long long>(total.stock_hits),
@@ -573,15 +576,18 @@ TEST_P(ModelDifferentialTest, RandomOperationsMatchTheModel) {
   EXPECT_GT(total.quiescent, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(StockSettings, ModelDifferentialTest,
-                         ::testing::Values(Variant{64, 7}, Variant{32, 7},
-                                           Variant{1, 7}, Variant{64, 1},
-                                           Variant{32, 1}, Variant{1, 1}),
-                         [](const ::testing::TestParamInfo<Variant>& info) {
-                           return "Batch" + std::to_string(info.param.batch) +
-                                  "Slots" +
-                                  std::to_string(info.param.stock_slots);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    StockSettings, ModelDifferentialTest,
+    ::testing::Values(Variant{64, 7}, Variant{32, 7}, Variant{1, 7},
+                      Variant{64, 1}, Variant{32, 1}, Variant{1, 1},
+                      Variant{512, 7}, Variant{64, 7, BatchPolicy::kAdaptive},
+                      Variant{64, 1, BatchPolicy::kAdaptive}),
+    [](const ::testing::TestParamInfo<Variant>& info) {
+      return "Batch" + std::to_string(info.param.batch) + "Slots" +
+             std::to_string(info.param.stock_slots) +
+             (info.param.batch_policy == BatchPolicy::kAdaptive ? "Adaptive"
+                                                                : "");
+    });
 
 }  // namespace
 }  // namespace umemcg

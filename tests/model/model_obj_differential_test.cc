@@ -51,6 +51,7 @@ struct Setting {
   bool stock;
   uint64_t seed;
   Cpus cpus = Cpus::kFake;
+  BatchPolicy batch_policy = BatchPolicy::kFixed;
 };
 
 std::vector<int> AllowedCpus() {
@@ -91,6 +92,7 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
   opts.obj_stock_slots = setting.slots;
   opts.obj_stat_cache = setting.stat_cache;
   opts.obj_stock = setting.stock;
+  opts.batch_policy = setting.batch_policy;
   std::vector<std::string> errors;
   opts.error_hook = [&](const ErrorReport& r) { errors.push_back(r.what); };
   SetFakeCpu(0);
@@ -194,7 +196,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Setting{5, true, false, 5}, Setting{2, true, true, 6},
                       Setting{5, true, true, 7, Cpus::kRealRseq},
                       Setting{5, false, true, 8, Cpus::kRealRseq},
-                      Setting{5, true, true, 9, Cpus::kRealLocked}));
+                      Setting{5, true, true, 9, Cpus::kRealLocked},
+                      Setting{5, true, true, 10, Cpus::kFake,
+                              BatchPolicy::kAdaptive}));
 
 }  // namespace
 }  // namespace umemcg
