@@ -37,6 +37,7 @@
 #include "child_index.h"
 #include "controller_impl.h"
 #include "obj_stock.h"
+#include "port/fork.h"
 #include "port/srcu.h"
 #include "rstat.h"
 #include "stock_drainer.h"
@@ -168,7 +169,8 @@ Controller::Controller(ControllerOptions options, ControllerInfo info)
       info_(info),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock()) {
   if (options_.oom_handler) {
-    oom_handler_.store(
+    (void)internal::ForkSafeExchange(
+        oom_handler_,
         std::make_shared<const OomHandler>(std::move(options_.oom_handler)));
   }
 }
@@ -177,7 +179,7 @@ Controller::~Controller() {
   // First: no fork may take this controller's locks while it goes away.
   internal::UnregisterForFork(fork_handler_.get());
   // Observers (mounts, servers) stop using the controller first.
-  if (auto observers = observers_.exchange(nullptr)) {
+  if (auto observers = internal::ForkSafeExchange(observers_, nullptr)) {
     for (const auto& o : *observers) o->OnControllerDestroy();
   }
   // No thread is left behind: the high-work worker and the flusher stop
@@ -220,17 +222,18 @@ Controller::~Controller() {
 void Controller::AddObserver(std::shared_ptr<ControllerObserver> observer) {
   std::lock_guard<std::mutex> lock(observers_mu_);
   auto list = std::make_shared<ObserverList>();
-  if (auto old = observers_.load()) *list = *old;
+  if (auto old = internal::ForkSafeLoad(observers_)) *list = *old;
   list->push_back(std::move(observer));
-  observers_.store(std::move(list));
+  (void)internal::ForkSafeExchange(observers_, std::move(list));
 }
 
 void Controller::RemoveObserver(const ControllerObserver* observer) {
   std::lock_guard<std::mutex> lock(observers_mu_);
   auto list = std::make_shared<ObserverList>();
-  if (auto old = observers_.load()) *list = *old;
+  if (auto old = internal::ForkSafeLoad(observers_)) *list = *old;
   std::erase_if(*list, [&](const auto& o) { return o.get() == observer; });
-  observers_.store(list->empty() ? nullptr : std::move(list));
+  (void)internal::ForkSafeExchange(observers_,
+                                   list->empty() ? nullptr : std::move(list));
 }
 
 namespace internal {
@@ -468,7 +471,7 @@ void Controller::FreeGroup(Group* g, std::vector<FreedGroup>* freed) {
   // also unlinks it from every CPU's updated tree. No update can follow:
   // nobody holds a reference and the grace period has passed.
   rstat_->FlushSubtree(g->stats_);
-  if (observers_.load() != nullptr) {
+  if (internal::ForkSafeLoad(observers_) != nullptr) {
     freed->push_back({g->id_, g->path(), left});
   }
   Group* parent = g->parent_;
@@ -485,13 +488,13 @@ void Controller::FreeGroup(Group* g, std::vector<FreedGroup>* freed) {
 }
 
 void Controller::NotifyOffline(Group& group) {
-  if (auto observers = observers_.load()) {
+  if (auto observers = internal::ForkSafeLoad(observers_)) {
     for (const auto& o : *observers) o->OnGroupOffline(group);
   }
 }
 
 void Controller::NotifyFreed(const std::vector<FreedGroup>& freed) {
-  if (auto observers = observers_.load()) {
+  if (auto observers = internal::ForkSafeLoad(observers_)) {
     for (const FreedGroup& f : freed) {
       for (const auto& o : *observers) o->OnGroupFreed(f);
     }
@@ -755,8 +758,7 @@ void ControllerImpl::DrainStocksNow(Controller& c, Group& subtree) {
       for (ObjCgroup* o = g->objcg_list_; o != nullptr; o = o->list_next_) {
         internal::ObjStock::ReturnPoolPages(o);
       }
-      for (Group* ch = g->first_child_; ch != nullptr;
-           ch = ch->next_sibling_) {
+      for (Group* ch = g->first_child_; ch != nullptr; ch = ch->next_sibling_) {
         stack.push_back(ch);
       }
     }
@@ -779,9 +781,10 @@ int ControllerImpl::ThreadsInStockDrain(const Controller& c) {
 }  // namespace internal
 
 void Controller::SetOomHandler(OomHandler handler) {
-  oom_handler_.store(
-      handler ? std::make_shared<const OomHandler>(std::move(handler))
-              : nullptr);
+  (void)internal::ForkSafeExchange(
+      oom_handler_, handler
+                        ? std::make_shared<const OomHandler>(std::move(handler))
+                        : nullptr);
 }
 
 }  // namespace umemcg

@@ -13,6 +13,7 @@
 
 #include "charge_stock.h"
 #include "controller_impl.h"
+#include "port/fork.h"
 #include "rstat.h"
 #include "umemcg/controller.h"
 
@@ -95,31 +96,34 @@ void internal::ControllerImpl::RaiseEvent(Group* g, MemoryEvent event,
                                           uint64_t count) {
   const int e = static_cast<int>(event);
   g->events_local_[e].fetch_add(count, std::memory_order_relaxed);
-  if (auto cb = g->event_callback_.load(); cb && *cb) (*cb)(*g, event, true);
+  if (auto cb = internal::ForkSafeLoad(g->event_callback_); cb && *cb)
+    (*cb)(*g, event, true);
   const bool local_only = g->controller_->info().local_events;
   // Hierarchical counts stop below the root.
   for (Group* m = g; m != nullptr && !m->is_root(); m = m->parent_) {
     m->events_[e].fetch_add(count, std::memory_order_relaxed);
-    if (auto cb = m->event_callback_.load(); cb && *cb) {
+    if (auto cb = internal::ForkSafeLoad(m->event_callback_); cb && *cb) {
       (*cb)(*m, event, false);
     }
     if (local_only) break;
   }
-  if (auto observers = g->controller_->observers_.load()) {
+  if (auto observers = internal::ForkSafeLoad(g->controller_->observers_)) {
     for (const auto& o : *observers) o->OnMemoryEvent(*g, event);
   }
 }
 
 void Group::SetEventCallback(EventCallback callback) {
-  event_callback_.store(
+  (void)internal::ForkSafeExchange(
+      event_callback_,
       callback ? std::make_shared<const EventCallback>(std::move(callback))
                : nullptr);
 }
 
 void Group::SetOomHandler(OomHandler handler) {
-  oom_handler_.store(
-      handler ? std::make_shared<const OomHandler>(std::move(handler))
-              : nullptr);
+  (void)internal::ForkSafeExchange(
+      oom_handler_, handler
+                        ? std::make_shared<const OomHandler>(std::move(handler))
+                        : nullptr);
 }
 
 // ---- Limits ----

@@ -11,6 +11,7 @@
 
 #include "controller_impl.h"
 #include "external_limit.h"
+#include "port/fork.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -46,9 +47,9 @@ bool ControllerImpl::OutOfMemory(Group* over, uint64_t n) {
 
     std::shared_ptr<const OomHandler> handler;
     for (Group* g = over; g != nullptr && !handler; g = g->parent_) {
-      handler = g->oom_handler_.load();
+      handler = internal::ForkSafeLoad(g->oom_handler_);
     }
-    if (!handler) handler = ctrl.oom_handler_.load();
+    if (!handler) handler = internal::ForkSafeLoad(ctrl.oom_handler_);
     if (!handler || !*handler) return false;
 
     OomContext ctx;

@@ -78,13 +78,13 @@ struct Measured {
 // controller's, not a group's).
 [[maybe_unused]] Measured Measure(int nr_cpus, int touched,
                                   size_t custom_items) {
-  // 1022 (254 at 256 CPUs, to bound the test's memory) children: the
-  // parent's child vector ends at a capacity of 1024 (256), 8 bytes per
-  // group; the controller's objcg vector kept the warm-up's capacity (0
-  // to 8 bytes per group).
+  // 1022 (254 at 256 CPUs, to bound the test's memory) children; the
+  // controller's child index kept the warm-up's capacity.
   const int kGroups = nr_cpus >= 256 ? 254 : 1022;
   ControllerOptions o;
+  // No thread of the controller runs while the allocator is counted.
   o.stats_flush_period = std::chrono::nanoseconds(0);
+  o.high_work = HighWorkMode::kNone;
   for (size_t i = 0; i < custom_items; ++i) {
     char name[16];
     std::snprintf(name, sizeof(name), "c%zu", i);
@@ -172,8 +172,8 @@ TEST_P(FootprintTest, BytesPerGroupFollowTheFormula) {
                                ", items " +
                                std::to_string(kNumBuiltinStatItems + custom) +
                                ", updated on " + std::to_string(touched);
-      // The formula, plus the container slots (the parent's child list
-      // and the controller's objcg list: 0 to 16 bytes here), plus at most
+      // The formula, plus the container slots (the child index: 0 to 16
+      // bytes here), plus at most
       // 16 bytes of allocator slack per aligned allocation (the group, its
       // objcg, its statistics, its blocks).
       EXPECT_GE(m.per_group, m.formula - 1) << what;

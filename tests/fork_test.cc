@@ -278,7 +278,7 @@ TEST(ForkTest, ChildrenOfABusyProcessNeverHang) {
     EXPECT_EQ(g->usage(), Pages(0)) << g->path();
     EXPECT_EQ(g->StatExact(StatItem::kAnon), 0) << g->path();
     EXPECT_EQ(g->StatExact(StatItem::kSlabUnreclaimable), 0) << g->path();
-    EXPECT_EQ(g->StatExact(StatItem::kKmem), 0) << g->path();
+    EXPECT_EQ(g->StatExact(StatItem::kKernel), 0) << g->path();
     EXPECT_EQ(g->StatExact(StatItem::kFileDirty), 0) << g->path();
   }
   EXPECT_EQ(errors.load(), 0);

@@ -247,11 +247,11 @@ TEST(ObjStockLifetimeTest, KmemCacheNeverHoldsARemovedGroup) {
     EXPECT_NE(obj.KmemGroup(k), g.get()) << "cpu " << k;
   }
   // The page is counted as kmem where the removed group's stats went.
-  EXPECT_EQ(t.ctrl->root().StatExact(StatItem::kKmem), 1);
+  EXPECT_EQ(t.ctrl->root().StatExact(StatItem::kKernel), 1);
   o->Uncharge(Bytes(100));
   o.reset();
   t.Drain();
-  EXPECT_EQ(t.ctrl->root().StatExact(StatItem::kKmem), 0);
+  EXPECT_EQ(t.ctrl->root().StatExact(StatItem::kKernel), 0);
   EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
 }
 

@@ -145,7 +145,7 @@ int ChildMain(Deny deny) {
   if (g->StatExact(StatItem::kSlabUnreclaimable) != 0) {
     return Fail(8, "slab not zero");
   }
-  if (g->StatExact(StatItem::kKmem) != 0) return Fail(9, "kmem not zero");
+  if (g->StatExact(StatItem::kKernel) != 0) return Fail(9, "kmem not zero");
   if (errors.load() != 0) return Fail(10, "error reports");
   // Later controllers work too.
   auto second = Controller::Create({});

@@ -101,7 +101,7 @@ PerRemoval MeasureRemovals(int n) {
     SetFakeCpu(i % kCpus);
     EXPECT_TRUE(leaf->TryCharge(Pages(1)).ok());
     leaf->Uncharge(Pages(1));
-    ObjCgroupRef o(leaf->objcg());
+    ObjCgroupRef o = leaf->GetObjCgroup();
     EXPECT_TRUE(o->Charge(Bytes(64)).ok());
     o->Uncharge(Bytes(64));
     leaves.push_back(std::move(leaf));
@@ -121,7 +121,7 @@ PerRemoval MeasureRemovals(int n) {
     EXPECT_TRUE(leaf->TryCharge(Pages(1)).ok());
     leaf->Uncharge(Pages(1));
     {
-      ObjCgroupRef o(leaf->objcg());
+      ObjCgroupRef o = leaf->GetObjCgroup();
       EXPECT_TRUE(o->Charge(Bytes(4096)).ok());
       EXPECT_TRUE(o->Charge(Bytes(4096)).ok());
       o->Uncharge(Bytes(4096));
@@ -271,7 +271,7 @@ TEST(ScaleTest, RemovedGroupsAreFreedWhileTheirObjectsLive) {
   for (int i = 0; i < kGroups; ++i) {
     GroupRef child =
         t.Make("kmem_memcg_deletion_test/child" + std::to_string(i));
-    ObjCgroupRef objcg(child->objcg());
+    ObjCgroupRef objcg = child->GetObjCgroup();
     std::atomic<int64_t> bytes{0};
     std::vector<std::thread> threads;
     for (int th = 0; th < 2 * kCpus; ++th) {
@@ -302,7 +302,7 @@ TEST(ScaleTest, RemovedGroupsAreFreedWhileTheirObjectsLive) {
   t.ctrl->Reap();
   EXPECT_EQ(t.ctrl->live_groups(), live_before);
   const int64_t current = static_cast<int64_t>(parent->usage().raw());
-  const int64_t kmem = parent->StatExact(StatItem::kKmem);
+  const int64_t kmem = parent->StatExact(StatItem::kKernel);
   EXPECT_EQ(current, charged_pages);
   EXPECT_EQ(kmem, charged_pages);
   EXPECT_TRUE(ValuesClose(current, kmem, 1));
@@ -314,7 +314,7 @@ TEST(ScaleTest, RemovedGroupsAreFreedWhileTheirObjectsLive) {
   t.Drain();
   t.ctrl->Reap();
   EXPECT_EQ(parent->usage(), Pages(0));
-  EXPECT_EQ(parent->StatExact(StatItem::kKmem), 0);
+  EXPECT_EQ(parent->StatExact(StatItem::kKernel), 0);
   EXPECT_EQ(parent->StatExact(StatItem::kSlabUnreclaimable), 0);
   EXPECT_EQ(t.ctrl->root().usage(), Pages(0));
   EXPECT_EQ(t.ctrl->live_objcgs(), live_before);  // one per live group
@@ -346,7 +346,7 @@ TEST(ScaleTest, ObserversSeeGroupsGoOfflineAndBeFreed) {
   GroupRef a = t.Make("a");
   GroupRef b = t.Make("a/b");
   const uint64_t a_id = a->id(), b_id = b->id();
-  ObjCgroupRef object_owner(b->objcg());
+  ObjCgroupRef object_owner = b->GetObjCgroup();
   ASSERT_TRUE(object_owner->Charge(Bytes(5000)).ok());  // 2 pages
   ASSERT_TRUE(b->TryCharge(Pages(3)).ok());
   b->UnchargeDirect(Pages(3));
@@ -407,7 +407,7 @@ TEST(ScaleTest, AGroupIsNotFreedUnderAChargeThatMayStillUseIt) {
   TestController t;
   GroupRef c = t.Make("c");
   ASSERT_TRUE(c->SetMax(Pages(1)).ok());
-  ObjCgroupRef o(c->objcg());
+  ObjCgroupRef o = c->GetObjCgroup();
   std::atomic<int> stage{0};
   c->SetOomHandler([&](const OomContext&) {
     stage.store(1);
@@ -441,7 +441,7 @@ TEST(ScaleTest, AnOomHandlerMayRemoveAndReapItsOwnGroup) {
   TestController t;
   GroupRef c = t.Make("c");
   ASSERT_TRUE(c->SetMax(Pages(1)).ok());
-  ObjCgroupRef o(c->objcg());
+  ObjCgroupRef o = c->GetObjCgroup();
   Group* raw = c.get();
   c.reset();  // the tree's reference is the last
   const int64_t live = t.ctrl->live_groups();
@@ -496,7 +496,7 @@ void RaceRemovalsWithObjects(ControllerOptions options, int fake_cpus) {
     for (int i = 0; i < kGroups; ++i) {
       groups.push_back(
           ctrl->CreateGroup(*parent, "g" + std::to_string(i)).value());
-      objcgs.emplace_back(groups.back()->objcg());
+      objcgs.push_back(groups.back()->GetObjCgroup());
     }
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
@@ -541,7 +541,7 @@ void RaceRemovalsWithObjects(ControllerOptions options, int fake_cpus) {
   EXPECT_EQ(parent->usage(), Pages(0));
   EXPECT_EQ(ctrl->root().usage(), Pages(0));
   EXPECT_EQ(parent->StatExact(StatItem::kSlabUnreclaimable), 0);
-  EXPECT_EQ(parent->StatExact(StatItem::kKmem), 0);
+  EXPECT_EQ(parent->StatExact(StatItem::kKernel), 0);
   EXPECT_TRUE(ctrl->CheckInvariants().ok());
   std::lock_guard<std::mutex> lock(errors_mu);
   EXPECT_TRUE(errors.empty()) << errors[0];

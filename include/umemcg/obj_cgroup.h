@@ -72,6 +72,7 @@ namespace umemcg {
 
 class Controller;
 namespace internal {
+class ControllerImpl;
 class ObjStock;
 struct ObjStockShard;
 }  // namespace internal
@@ -126,6 +127,7 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
  private:
   friend class Controller;
   friend class ObjCgroupRef;
+  friend class internal::ControllerImpl;
   friend class internal::ObjStock;
 
   ObjCgroup(Controller* controller, Group* origin);

@@ -11,6 +11,10 @@
 
 namespace umemcg::internal {
 
+namespace {
+constexpr int kSharedPtrStripes = 32;
+}  // namespace
+
 // The registered participants: an intrusive list guarded by `mu`, which
 // the prepare handler holds until the parent's or the child's handler.
 struct ForkRegistry {
@@ -18,14 +22,17 @@ struct ForkRegistry {
   static ForkParticipant* head;  // guarded by mu
   static ForkParticipant* tail;  // guarded by mu
   static std::atomic<uint64_t> generation;
+  static std::mutex stripes[kSharedPtrStripes];  // see SharedPtrStripe
 
   static void Prepare() {
     mu.lock();
     for (ForkParticipant* p = head; p != nullptr; p = p->next_) {
       p->PrepareFork();
     }
+    for (std::mutex& m : stripes) m.lock();
   }
   static void Parent() {
+    for (std::mutex& m : stripes) m.unlock();
     for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
       p->ParentAfterFork();
     }
@@ -34,6 +41,8 @@ struct ForkRegistry {
   static void Child() {
     // Relaxed: only this thread exists.
     generation.fetch_add(1, std::memory_order_relaxed);
+    // Locked by this same thread in Prepare (the child's copies of them).
+    for (std::mutex& m : stripes) m.unlock();
     for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
       p->ChildAfterFork();
     }
@@ -46,6 +55,13 @@ constinit std::mutex ForkRegistry::mu;
 constinit ForkParticipant* ForkRegistry::head = nullptr;
 constinit ForkParticipant* ForkRegistry::tail = nullptr;
 constinit std::atomic<uint64_t> ForkRegistry::generation{0};
+constinit std::mutex ForkRegistry::stripes[kSharedPtrStripes];
+
+std::mutex& SharedPtrStripe(const void* slot) {
+  // Slots are at least 16 bytes apart: drop the low bits, then mix.
+  const auto p = reinterpret_cast<uintptr_t>(slot) >> 4;
+  return ForkRegistry::stripes[(p ^ (p >> 7)) % kSharedPtrStripes];
+}
 
 namespace {
 

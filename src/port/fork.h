@@ -36,7 +36,11 @@
 #ifndef UMEMCG_SRC_PORT_FORK_H_
 #define UMEMCG_SRC_PORT_FORK_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <type_traits>
 #include <new>
 
 namespace umemcg::internal {
@@ -71,6 +75,28 @@ void UnregisterForFork(ForkParticipant* participant);
 // The number of fork() children this process descends from (0 in the
 // original process; a child's value is its parent's plus one).
 uint64_t ForkGeneration();
+
+// std::atomic<std::shared_ptr<T>> (libstdc++) keeps a spin lock in its
+// pointer word while a load or store runs: a fork() in the middle of one
+// leaves it set in the child, whose next access spins forever. Every access
+// to such a slot in umemcg goes through these two functions, under one of
+// a few process-wide mutexes (picked by the slot's address) that the fork
+// handlers hold across fork, taken after every participant's locks (their
+// holders never wait for anything). The old value ForkSafeExchange returns
+// is destroyed by the caller, outside the mutex.
+std::mutex& SharedPtrStripe(const void* slot);
+template <typename T>
+std::shared_ptr<T> ForkSafeLoad(const std::atomic<std::shared_ptr<T>>& slot) {
+  std::lock_guard<std::mutex> lock(SharedPtrStripe(&slot));
+  return slot.load();
+}
+template <typename T>
+std::shared_ptr<T> ForkSafeExchange(
+    std::atomic<std::shared_ptr<T>>& slot,
+    std::type_identity_t<std::shared_ptr<T>> value) {
+  std::lock_guard<std::mutex> lock(SharedPtrStripe(&slot));
+  return slot.exchange(std::move(value));
+}
 
 // Re-creates `lock` in place in the child, without running the old
 // object's destructor (its state belongs to threads that do not exist

@@ -72,7 +72,8 @@ void Srcu::FenceAll() {
       if (errno == EPERM && !registered_again) {
         registered_again = true;
         if (syscall(__NR_membarrier,
-                    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0) {
+                    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0,
+                    0) == 0) {
           continue;
         }
       }
