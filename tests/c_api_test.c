@@ -367,6 +367,64 @@ static long long event_count(umemcg_group_t* g, const char* file,
   return v;
 }
 
+/* A handler that kills its victim outright: reports it, frees its
+ * memory, removes the group and releases the handle before returning. The
+ * kill is still counted (the report took its own reference), nothing is
+ * used after the release (ASan), and the tree stays consistent. */
+struct remover {
+  umemcg_group_t* victim;
+  int calls;
+  int errors;
+};
+
+static int on_oom_remove(void* ctx, umemcg_group_t* over_limit,
+                         umemcg_group_t* kill_group, uint64_t nr_pages,
+                         umemcg_group_t** killed) {
+  struct remover* r = (struct remover*)ctx;
+  (void)over_limit;
+  (void)kill_group;
+  (void)nr_pages;
+  (void)killed; /* left NULL: the victim is reported below */
+  r->calls++;
+  if (r->victim == NULL) return 0;
+  if (umemcg_oom_report_kill(r->victim, 1) != 0) r->errors++;
+  if (umemcg_uncharge_direct(r->victim, 2) != 0) r->errors++;
+  if (umemcg_group_remove(r->victim) != 0) r->errors++;
+  if (umemcg_group_release(r->victim) != 0) r->errors++;
+  r->victim = NULL;
+  return 1;
+}
+
+static void test_oom_handler_removes_victim(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *a = NULL, *v = NULL, *w = NULL;
+  struct remover r;
+  umemcg_options_init(&o);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "a", &a), 0);
+  CHECK_ERR(umemcg_write_file(a, "memory.max", "12K"), 0);
+  CHECK_ERR(umemcg_group_create(a, "v", &v), 0);
+  CHECK_ERR(umemcg_group_create(a, "w", &w), 0);
+  CHECK_ERR(umemcg_try_charge(v, 2, 0, NULL), 0);
+  CHECK_ERR(umemcg_try_charge(w, 1, 0, NULL), 0);
+  memset(&r, 0, sizeof(r));
+  r.victim = v;
+  CHECK_ERR(umemcg_set_oom_handler(ctrl, on_oom_remove, &r), 0);
+  CHECK_ERR(umemcg_try_charge(w, 2, UMEMCG_CHARGE_MAY_RECLAIM, NULL), 0);
+  CHECK(r.calls == 1);
+  CHECK(r.errors == 0);
+  CHECK(event_count(a, "memory.events", "oom_kill") == 1);
+  CHECK(event_count(a, "memory.events", "oom ") == 1);
+  CHECK_ERR(umemcg_uncharge_direct(w, 3), 0);
+  CHECK_ERR(umemcg_group_release(w), 0);
+  CHECK_ERR(umemcg_group_release(a), 0);
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+}
+
 static void test_oom_victims(void) {
   umemcg_options_t o;
   umemcg_controller_t* ctrl = NULL;
@@ -552,6 +610,7 @@ int main(void) {
   test_groups_and_charges();
   test_callbacks();
   test_oom_victims();
+  test_oom_handler_removes_victim();
   test_files();
   test_high_work();
   printf("c_api: %d passed, %d failed\n", passed, failed);

@@ -184,7 +184,9 @@ UMEMCG_C_EXPORT int umemcg_write_file(umemcg_group_t* group, const char* name,
 /* Open files: what an open file descriptor is to a cgroup file, for what
  * is per handle (a memory.peak write resets the peak seen through that
  * handle only). A handle is used by one call at a time (calls on it from
- * several threads are serialized). */
+ * several threads are serialized). A fork() while another thread is inside
+ * a call on a handle leaves that handle busy in the child: the child must
+ * not use it (other handles, and every other function, work there). */
 enum { UMEMCG_WRITE_NONBLOCK = 1u << 0 }; /* the O_NONBLOCK of a write */
 
 /* ENOENT unknown file (or absent on the root), ENODEV removed group. */

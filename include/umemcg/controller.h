@@ -184,7 +184,7 @@ enum class BatchPolicy : uint8_t {
 struct ControllerOptions {
   // Pages charged per counter walk and cached per CPU per group
   // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before.
-  // 1..4096 (slot counts are uint16; the kernel's uint8 stops at 127).
+  // 1..4096 (slot counts are 32-bit; the kernel's uint8 stops at 127).
   // Usage may over-report a group by up to nr_cpus x batch pages.
   int batch = 64;
   // kAdaptive: `batch` is where each group starts and the floor of its
