@@ -197,7 +197,10 @@ TEST(HighWorkTest, WorkerThreadReclaimsByDefault) {
     return r.calls() > 0 && g->events_local(MemoryEvent::kHigh) > 0 &&
            t.ctrl->high_work_queued() == 0;
   }));
-  EXPECT_EQ(r.asked() % 32, 0u);  // whole SWAP_CLUSTER_MAX requests
+  // Not a multiple of SWAP_CLUSTER_MAX in general: the worker may run while
+  // this thread is still filling the reclaimer, whose scan target is then
+  // what it holds (seen under TSan: 6 pages).
+  EXPECT_GT(r.asked(), 0u);
   ASSERT_TRUE(g->RemoveReclaimer(&r).ok());
   r.Release();
   (void)g->HandleOverHigh(ChargeFlags::kNoThrottle);
