@@ -56,7 +56,9 @@ start_demo() {
     grep -q "failed" "$work/log" && skip "mounting is not permitted: $(cat "$work/log")"
     fail "demo exited"
   fi
-  is_mounted || fail "not mounted after start"
+  # The mount may show in mountinfo a moment after the metrics line (seen
+  # under ASan on a loaded machine).
+  wait_for is_mounted || fail "not mounted after start"
   url=$(sed -n 's|.*metrics at \(http://[^ ]*\)|\1|p' "$work/log")
   [ -n "$url" ] || fail "no metrics address"
 }
