@@ -31,7 +31,6 @@
 #include <new>
 
 #include "port/fork.h"
-
 #include "umemcg/check.h"
 
 namespace umemcg::internal {

@@ -435,24 +435,25 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
     }
     const char* none = "none (issue 16 target)";
     add_value({"scale: groups created/s, 1 thread, " + n + " groups", none, NAN,
-         Field(large, "create_per_s"), 100000, NAN});
-    add_value({"scale: groups removed/s, 1 thread, under churn, " + n + " groups",
+               Field(large, "create_per_s"), 100000, NAN});
+    add_value(
+        {"scale: groups removed/s, 1 thread, under churn, " + n + " groups",
          none, NAN, Field(large, "remove_per_s"), 100000, NAN});
     // CPU time of the removing thread: the wall clock of a loaded machine
     // would compare the scheduler's share, not the work.
-    add_value({"scale: removal CPU time per group, " + n + " vs 1000 groups", none,
-         NAN,
-         Field(large, "remove_cpu_ns_per_group") /
-             Field(small, "remove_cpu_ns_per_group"),
-         NAN, 1.5});
+    add_value({"scale: removal CPU time per group, " + n + " vs 1000 groups",
+               none, NAN,
+               Field(large, "remove_cpu_ns_per_group") /
+                   Field(small, "remove_cpu_ns_per_group"),
+               NAN, 1.5});
     add_value({"scale: root memory.stat p99 (ms), every group dirty", none, NAN,
-         Field(large, "root_stat_p99_ms"), NAN, 50});
+               Field(large, "root_stat_p99_ms"), NAN, 50});
     add_value({"scale: random-leaf memory.stat p99 (us)", none, NAN,
-         Field(large, "leaf_stat_p99_us"), NAN, 100});
+               Field(large, "leaf_stat_p99_us"), NAN, 100});
     add_value({"scale: hot-group charge p99, tree churning / quiet", none, NAN,
-         Field(large, "hot_p99_churn_vs_quiet"), NAN, 2});
+               Field(large, "hot_p99_churn_vs_quiet"), NAN, 2});
     add_value({"scale: bytes per group (RSS growth)", none, NAN,
-         Field(large, "bytes_per_group"), NAN, 2048});
+               Field(large, "bytes_per_group"), NAN, 2048});
   }
   return out;
 }

@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
     if (!cluster_max.empty()) {
       umemcg::StatusOr<umemcg::Pages> max =
           umemcg::ParseMemoryLimit(cluster_max);
-      umemcg::Status s = max.ok() ? cluster->SetMax(cluster_group, max.value())
-                                  : max.status();
+      umemcg::Status s =
+          max.ok() ? cluster->SetMax(cluster_group, max.value()) : max.status();
       if (!s.ok()) {
         std::fprintf(stderr, "tenant_cache: --cluster-max: %s\n",
                      s.ToString().c_str());

@@ -163,8 +163,8 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view text) {
   }
   if (host.empty()) return Invalid("missing host");
   for (char c : host) {
-    if (c == '/' || c == '@' || c == '?' || c == '#' || c == ' ' ||
-        c == '[' || c == ']') {
+    if (c == '/' || c == '@' || c == '?' || c == '#' || c == ' ' || c == '[' ||
+        c == ']') {
       return Invalid("bad character in host '" + std::string(host) + "'");
     }
   }

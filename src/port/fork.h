@@ -40,8 +40,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <type_traits>
 #include <new>
+#include <type_traits>
 
 namespace umemcg::internal {
 

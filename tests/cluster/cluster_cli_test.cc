@@ -91,7 +91,7 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
   std::tie(out, rc) = Shell(tool + "remove tenants/a");
   EXPECT_EQ(rc, 0) << out;
   std::tie(out, rc) = Shell(std::string(UMEMCG_CLI_PATH) +
-                          " cluster --redis=rediss://127.0.0.1:1 tree");
+                            " cluster --redis=rediss://127.0.0.1:1 tree");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("TLS"), std::string::npos) << out;
 }
