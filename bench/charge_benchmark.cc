@@ -16,6 +16,10 @@
 //                            (ControllerInfo::stock_rseq).
 //   BM_StockHitPairTryLock   the same with ControllerOptions::stock_rseq =
 //                            false: the hit under the shard's try-lock.
+//   BM_RseqFloorPair         the floor under BM_StockHitPair: a per-CPU
+//                            counter +1 and -1, each one out-of-line rseq
+//                            sequence with only the CPU-id check
+//                            (rseq_floor.h), through one wrapper.
 //   BM_AsymmetricPair/<v>    the netperf TCP_SENDFILE analog
 //                            (docs/benchmarks.md: sendfile, P = 1): thread 0
 //                            charges 3 pages per message to the leaf of
@@ -67,6 +71,7 @@
 
 #include "port/try_lock.h"  // internal::CpuRelax
 #include "ratio_report.h"
+#include "rseq_floor.h"
 #include "umemcg/umemcg.h"
 
 namespace {
@@ -223,6 +228,7 @@ struct Fixtures {
       new UmemcgBenchPaddedCounter[kMaxThreads]};
   Chain stock_hit{ControllerOptions{}, 1};
   Chain stock_hit_trylock{TryLockOnly(), 1};
+  umemcg::bench::RseqFloor floor;
   Chain asym64{ControllerOptions{.batch = 64}, 3};
   Chain asym32{ControllerOptions{.batch = 32}, 3};
   NaiveChain naive;
@@ -288,6 +294,24 @@ void BM_StockHitPairTryLock(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_StockHitPairTryLock)->UseRealTime();
+
+// The floor (rseq_floor.h): a per-CPU counter +1 then -1, each an
+// out-of-line rseq sequence with only the CPU-id bound check, called
+// through one wrapper like BM_StockHitPair. An aborted sequence is
+// retried by the next iteration (rare; counted, not fatal).
+void BM_RseqFloorPair(benchmark::State& state) {
+  umemcg::bench::ScopedPin pin(state, g_allowed_cpus, g_pin);
+  umemcg::bench::RseqFloor& f = g_fx->floor;
+  if (!f.available()) {
+    state.SkipWithError("rseq not registered in this process");
+    return;
+  }
+  int64_t failed = 0;
+  for (auto _ : state) failed += !f.Pair();
+  state.counters["failed"] = static_cast<double>(failed);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RseqFloorPair)->UseRealTime()->Threads(1);
 
 // Thread 0 produces (charges), thread 1 consumes (uncharges) the same
 // messages; both run state.max_iterations iterations.
@@ -382,6 +406,7 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl) {
       "BM_StockHitPair/threads:1",
       "BM_StockHitPair/threads:2",
       "BM_StockHitPairTryLock/threads:1",
+      "BM_RseqFloorPair/threads:1",
       "BM_AsymmetricPair/batch64/threads:2",
       "BM_AsymmetricPair/batch32/threads:2",
       "BM_AsymmetricPair/naive/threads:2",
@@ -437,6 +462,24 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl) {
        NAN, false});
   r.ratios.back().on_cpu =
       on_cpu({"BM_StockHitPairTryLock/threads:1", "BM_AtomicPair/threads:1"});
+  // The floor: what any out-of-line rseq pair costs here, and what the
+  // stock's own checks (lock byte, slot, count, batch) add to it.
+  r.ratios.push_back(
+      {"rseq_floor_pair_vs_atomic_pair",
+       "time(RseqFloorPair) / time(AtomicPair/1t): the least an rseq pair "
+       "of the stock hit's shape can cost here",
+       ns("BM_RseqFloorPair/threads:1") / ns("BM_AtomicPair/threads:1"), NAN,
+       false});
+  r.ratios.back().on_cpu =
+      on_cpu({"BM_RseqFloorPair/threads:1", "BM_AtomicPair/threads:1"});
+  r.ratios.push_back(
+      {"stock_hit_vs_rseq_floor_pair",
+       "time(StockHitPair/1t) / time(RseqFloorPair): the stock's checks "
+       "over the floor",
+       ns("BM_StockHitPair/threads:1") / ns("BM_RseqFloorPair/threads:1"),
+       NAN, false});
+  r.ratios.back().on_cpu =
+      on_cpu({"BM_StockHitPair/threads:1", "BM_RseqFloorPair/threads:1"});
   r.ratios.push_back(
       {"stock_hit_2t_vs_1t",
        "items/s(StockHitPair/2t) / items/s(StockHitPair/1t)",

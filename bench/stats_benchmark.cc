@@ -4,7 +4,7 @@
 // statistics issue (docs/benchmarks.md: pagefault and statread).
 //
 //   BM_AtomicAdd          fetch_add(1) on a private, cache-line aligned
-//                         counter: the floor.
+//                         counter: the reference.
 //   BM_ModState           Group::ModState(kFileMapped, +1) on the leaf of
 //                         a 3-level tree (root/a/b/c) that is already on
 //                         this CPU's updated tree (the pf3 hot path).
@@ -14,6 +14,10 @@
 //   BM_ModStateLocked     The same with ControllerOptions::stats_rseq =
 //                         false: the per-CPU try-lock path (one xchg and a
 //                         release store per update).
+//   BM_RseqFloorAdd       The floor under BM_ModState: a per-CPU counter
+//                         add in one out-of-line rseq sequence with only
+//                         the CPU-id check (rseq_floor.h), called through
+//                         a wrapper as ModState is.
 //   Scenario (not Google Benchmark; run after the micro-benchmarks):
 //                         10,000 groups (100 parents x 99 leaves + the
 //                         parents), W writer threads each calling ModState
@@ -60,6 +64,7 @@
 #include <vector>
 
 #include "ratio_report.h"
+#include "rseq_floor.h"
 #include "umemcg/umemcg.h"
 
 namespace {
@@ -92,6 +97,13 @@ __attribute__((noinline)) void umemcg_bench_atomic_add(
 
 __attribute__((noinline)) bool umemcg_bench_mod_state(Group* g) {
   return g->ModState(StatItem::kFileMapped, 1);
+}
+
+// The floor (rseq_floor.h) in ModState's shape: a wrapper calling one
+// out-of-line rseq add with only the CPU-id bound check.
+__attribute__((noinline)) bool umemcg_bench_rseq_floor_add(
+    umemcg::bench::RseqFloor* f) {
+  return f->Add(1);
 }
 
 // The same call (the locked controller's group): a second symbol so that
@@ -171,6 +183,21 @@ void BM_ModStateLocked(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ModStateLocked)->UseRealTime();
+
+// The floor under BM_ModState (rseq_floor.h). An aborted sequence is
+// counted, not fatal.
+void BM_RseqFloorAdd(benchmark::State& state) {
+  static umemcg::bench::RseqFloor floor;
+  if (!floor.available()) {
+    state.SkipWithError("rseq not registered in this process");
+    return;
+  }
+  int64_t failed = 0;
+  for (auto _ : state) failed += !umemcg_bench_rseq_floor_add(&floor);
+  state.counters["failed"] = static_cast<double>(failed);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RseqFloorAdd)->UseRealTime()->Threads(1);
 
 // ---- The read-latency scenario ----
 
@@ -345,7 +372,8 @@ int main(int argc, char** argv) {
   r.allowed_cpus = static_cast<int>(g_allowed_cpus.size());
   r.cpu_source = umemcg::CpuSourceName(info.cpu_source);
   for (const char* k : {"BM_AtomicAdd/threads:1", "BM_ModState/threads:1",
-                        "BM_ModStateLocked/threads:1"}) {
+                        "BM_ModStateLocked/threads:1",
+                        "BM_RseqFloorAdd/threads:1"}) {
     Sample s;
     if (reporter.Get(k, &s)) {
       r.medians.emplace_back(k, s);
@@ -381,6 +409,28 @@ int main(int argc, char** argv) {
       {"mod_state_rseq_vs_locked",
        "time(ModState, rseq) / time(ModState, try-lock path)",
        have_locked ? mod_state.ns_per_op / locked.ns_per_op : NAN, NAN, false});
+  // The floor: what any out-of-line rseq add of ModState's shape costs
+  // here, and what ModState's own checks add to it.
+  Sample floor;
+  const bool have_floor =
+      have && reporter.Get("BM_RseqFloorAdd/threads:1", &floor);
+  r.ratios.push_back(
+      {"rseq_floor_add_vs_atomic_add",
+       "time(RseqFloorAdd) / time(AtomicAdd): the least an rseq add of "
+       "ModState's shape can cost here",
+       have_floor ? floor.ns_per_op / atomic_add.ns_per_op : NAN, NAN,
+       false});
+  if (have_floor) {
+    r.ratios.back().on_cpu = std::min(floor.on_cpu(), atomic_add.on_cpu());
+  }
+  r.ratios.push_back(
+      {"mod_state_vs_rseq_floor_add",
+       "time(ModState) / time(RseqFloorAdd): ModState's checks over the "
+       "floor",
+       have_floor ? mod_state.ns_per_op / floor.ns_per_op : NAN, NAN, false});
+  if (have_floor) {
+    r.ratios.back().on_cpu = std::min(mod_state.on_cpu(), floor.on_cpu());
+  }
   const double p99_pg = median(per_group, &ScenarioResult::p99_us);
   const double p99_gl = median(global, &ScenarioResult::p99_us);
   const double up_pg = median(per_group, &ScenarioResult::updates_per_s);

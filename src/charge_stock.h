@@ -31,11 +31,13 @@
 //
 // Hit paths. With the rseq CPU source, ConsumeHit and RefillHit are one
 // restartable sequence each (port/rseq.h's protocol, written out here):
-// read the CPU id and find the group's slot (slot 0 inline, the others
-// out of line), then inside the sequence re-check the CPU, the shard's lock
-// byte and the slot's group, read the slot's count, check it (and the
-// group's batch) and store the new count: the commit. No atomic RMW, no
-// lock, no stack frame, no taken branch. Everything else takes the shard's
+// store the descriptor, then inside the sequence read the CPU id, check
+// the shard's lock byte, find the group's slot (slot 0 inline; the others
+// out of line, re-entering the sequence from the start), read the slot's
+// count, check it (and the group's batch) and store the new count: the
+// commit. Each value is read once: the sequence starts before the CPU id
+// is read, so nothing needs re-checking. No atomic RMW, no lock, no stack
+// frame, no taken branch. Everything else takes the shard's
 // TryLock, fencing the shard's CPU (RseqExclude) when the holder is not
 // running on it. Without rseq the hit paths report a miss and the callers
 // take the locked paths (ConsumeMiss, RefillMiss).
@@ -226,12 +228,19 @@ class ChargeStock {
   // One restartable sequence on this CPU's shard: find `group`'s slot and
   // store its count minus `n` (kConsume; mismatch when short) or plus `n`
   // (mismatch past the group's batch). Mismatch also when the shard is
-  // locked, the slot is missing or the CPU id is not below hit_shards_
-  // (always, without rseq: hit_shards_ is then 0, and an rseq area that
-  // is not registered holds a negative id; the sequence starts only after
-  // that check, so rseq_area_offset is valid whenever it is used for a
-  // store); aborted when preempted, migrated or signalled inside (nothing
-  // stored).
+  // locked, the slot is missing or the CPU id is not below hit_shards_;
+  // aborted when preempted, migrated or signalled inside (nothing stored).
+  //
+  // The sequence starts before the CPU id is read, so the id, the shard,
+  // the lock byte and the slot are read once each and stay valid up to
+  // the commit: nothing is re-checked. hit_shards_ is 0 without rseq
+  // commits, and the sequence is not entered then (rseq_area_offset is
+  // only known valid once rseq commits were enabled); an rseq area that
+  // is not registered holds a negative id, which fails the bound. Slot 0
+  // is inline; the scan of the others runs out of line, outside the
+  // sequence's range (a preemption there clears the descriptor without an
+  // abort), and re-enters it from the descriptor store with the found
+  // index: every check is then made again, on whatever CPU runs it.
   template <bool kConsume>
   RseqResult RseqUpdate(const Group* group, uint64_t n) {
     static_assert(sizeof(uint32_t) == sizeof(StockShard::nr_pages[0]));
@@ -249,27 +258,23 @@ class ChargeStock {
         ".long 0x0, 0x0\n\t"
         ".quad 1f, (2f - 1f), 4f\n\t"
         ".popsection\n\t"
-        // Before the sequence: the CPU id, its shard, the group's slot
-        // (slot 0 inline, the others out of line), all re-checked inside.
-        "movl %%fs:4(%[off]), %%eax\n\t"  // cpu_id
+        "cmpl $0, %[hit_shards]\n\t"  // rseq commits off: never enter
+        "je %l[mismatch]\n\t"
+        "xorl %%r10d, %%r10d\n\t"  // the slot: 0, or the scan's find
+        "8:\n\t"
+        "leaq 3b(%%rip), %%rcx\n\t"
+        "movq %%rcx, %%fs:8(%[off])\n\t"  // rseq_cs: the sequence starts
+        "1:\n\t"
+        "movl %%fs:4(%[off]), %%eax\n\t"  // cpu_id, fixed until the commit
         "cmpl %[hit_shards], %%eax\n\t"
         "jae %l[mismatch]\n\t"
         "movl %%eax, %%r11d\n\t"
         "shlq $8, %%r11\n\t"  // x kStride (256, above)
         "addq %[base], %%r11\n\t"
-        "xorl %%r10d, %%r10d\n\t"
-        "cmpq %[group], %c[cached](%%r11)\n\t"
-        "jne 7f\n\t"
-        "8:\n\t"
-        "leaq 3b(%%rip), %%rcx\n\t"
-        "movq %%rcx, %%fs:8(%[off])\n\t"  // rseq_cs: the sequence starts
-        "1:\n\t"
-        "cmpl %%fs:4(%[off]), %%eax\n\t"  // still on that CPU?
-        "jne %l[aborted]\n\t"
         "cmpb $0, %c[lock](%%r11)\n\t"  // the shard's lock byte
         "jne %l[mismatch]\n\t"
-        "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"  // still the slot?
-        "jne %l[mismatch]\n\t"
+        "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"
+        "jne 7f\n\t"
         "movl %c[nr_pages](%%r11,%%r10,4), %%eax\n\t"
         ".if %c[consume]\n\t"
         "subq %[n], %%rax\n\t"
@@ -281,7 +286,7 @@ class ChargeStock {
         ".endif\n\t"
         "movl %%eax, %c[nr_pages](%%r11,%%r10,4)\n\t"  // the commit
         "2:\n\t"
-        // The rest of the slot scan, outside the sequence.
+        // The rest of the slot scan, out of line and outside the sequence.
         ".pushsection .text.unlikely, \"ax\"\n\t"
         "7:\n\t"
         "incl %%r10d\n\t"
