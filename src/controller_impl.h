@@ -167,6 +167,10 @@ class ControllerImpl {
     return i < units.size() && units[i] == StatUnit::kPages;
   }
   static PageCounter& Memory(Group* g) { return g->memory_; }
+  // A page item's statistic moved with a charge (charge_stat.cc): to g,
+  // or its nearest online ancestor once g was removed. REQUIRES:
+  // IsPageItem(g, i).
+  static void AccountStat(Group* g, size_t i, int64_t delta);
 
   // Drains every stock for `subtree` now (the body of DrainAllStocks, run
   // by the StockDrainer); TryDrainAllStocks: unless a drain is running.
