@@ -229,6 +229,42 @@ TEST(UmemcgBenchTest, ScaleCreatesReadsAndRemovesEveryGroup) {
   EXPECT_EQ(scale_claims, 7);
 }
 
+// Regression: the adaptive batch is kAdaptiveBatch (-1), which the claim
+// lookup once took for "any batch": the adaptive claim then reported the
+// first umemcg result's ratio (batch 32's).
+TEST(UmemcgBenchTest, AdaptiveClaimUsesTheAdaptiveResult) {
+  auto sendfile = [](const char* variant, int batch, double ops_per_sec) {
+    Result r;
+    r.scenario = "sendfile";
+    r.variant = variant;
+    r.batch = batch;
+    r.threads = 2;
+    r.depth = 3;
+    r.ops_per_sec = ops_per_sec;
+    r.ops_per_sec_samples = {ops_per_sec};
+    return r;
+  };
+  const std::vector<Result> rs = {
+      sendfile("unaccounted", 0, 100), sendfile("umemcg", 32, 50),
+      sendfile("umemcg", 64, 80), sendfile("umemcg", kAdaptiveBatch, 95)};
+  int found = 0;
+  for (const Claim& c : SeedClaims(rs)) {
+    if (c.name.rfind("sendfile: umemcg adaptive batch vs unaccounted", 0) ==
+        0) {
+      EXPECT_DOUBLE_EQ(c.measured, 0.95);
+      ++found;
+    } else if (c.name.rfind("sendfile: umemcg batch 64 vs unaccounted", 0) ==
+               0) {
+      EXPECT_DOUBLE_EQ(c.measured, 0.80);
+      ++found;
+    } else if (c.name.rfind("sendfile: batch 64 vs 32", 0) == 0) {
+      EXPECT_DOUBLE_EQ(c.measured, 80.0 / 50.0);
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 3);
+}
+
 TEST(UmemcgBenchTest, UnknownScenarioOrNoConfigurationIsAnError) {
   EXPECT_FALSE(RunScenario("nope", Tiny()).ok());
   Params p = Tiny();

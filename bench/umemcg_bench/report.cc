@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -39,15 +40,20 @@ std::string Fmt(double v) {
 
 // The result of `scenario`/`variant` matching the given batch, depth and
 // threads (-1: any; for threads, the largest measured).
+// Any batch, depth or thread count in Find. Not -1: that is
+// kAdaptiveBatch, a batch of its own.
+constexpr int kAny = std::numeric_limits<int>::min();
+static_assert(kAny != kAdaptiveBatch);
+
 const Result* Find(const std::vector<Result>& rs, const std::string& scenario,
-                   const std::string& variant, int batch = -1, int depth = -1,
-                   int threads = -1) {
+                   const std::string& variant, int batch = kAny,
+                   int depth = kAny, int threads = kAny) {
   const Result* best = nullptr;
   for (const Result& r : rs) {
     if (r.scenario != scenario || r.variant != variant) continue;
-    if (batch >= 0 && r.batch != batch) continue;
-    if (depth >= 0 && r.depth != depth) continue;
-    if (threads >= 0 && r.threads != threads) continue;
+    if (batch != kAny && r.batch != batch) continue;
+    if (depth != kAny && r.depth != depth) continue;
+    if (threads != kAny && r.threads != threads) continue;
     if (best == nullptr || r.threads > best->threads) best = &r;
   }
   return best;
@@ -350,9 +356,9 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"multitenant: 7 stock slots vs per-thread, worst-case slack",
        "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
       mt7, Find(rs, "multitenant", "per-thread"), "slack_bound_pages");
-  const Result* kc = Find(rs, "kmem", "cached", 64, -1, 1);
-  const Result* ki = Find(rs, "kmem", "immediate", 64, -1, 1);
-  const Result* ku = Find(rs, "kmem", "unaccounted", -1, -1, 1);
+  const Result* kc = Find(rs, "kmem", "cached", 64, kAny, 1);
+  const Result* ki = Find(rs, "kmem", "immediate", 64, kAny, 1);
+  const Result* ku = Find(rs, "kmem", "unaccounted", kAny, kAny, 1);
   add({"kmem 64 B: cached vs immediate stats (time)",
        "1.4M loop 110 -> 85 ms [K5]", 85.0 / 110.0, NAN, NAN, 0.85},
       kc, ki, "ns_per_op");
@@ -363,13 +369,13 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"kmem 64 B: batch 32 vs 64, cached (time)",
        "pgbench sendto 3049.2 vs 3071.6 ms [K3]", 3049.221 / 3071.607, NAN, NAN,
        NAN},
-      Find(rs, "kmem", "cached", 32, -1, 1), kc, "ns_per_op");
+      Find(rs, "kmem", "cached", 32, kAny, 1), kc, "ns_per_op");
   add({"kmem 64 B: cached vs per-leaf-quantum (time)",
        "none (Velox-style pools, peers.h)", NAN, NAN, NAN, 1.0},
-      kc, Find(rs, "kmem", "per-leaf-quantum", -1, -1, 1), "ns_per_op");
+      kc, Find(rs, "kmem", "per-leaf-quantum", kAny, kAny, 1), "ns_per_op");
   add({"kmem 64 B: cached vs per-thread, worst-case slack",
        "none (ClickHouse-style trackers, peers.h)", NAN, NAN, NAN, 1.0},
-      kc, Find(rs, "kmem", "per-thread", -1, -1, 1), "slack_bound_pages");
+      kc, Find(rs, "kmem", "per-thread", kAny, kAny, 1), "slack_bound_pages");
   {
     const Result* pc = Find(rs, "kmem", "percpu");
     const Result* sp = Find(rs, "kmem", "shared-pool");
@@ -391,13 +397,13 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   add({"pagefault3 vs pagefault1 per-task ops (pergroup, depth 2, 1 task)",
        "1,295,808 vs 270,249 per_process_ops, 256 CPUs [Y5]",
        1295807.782 / 270249.164, NAN, NAN, NAN},
-      Find(rs, "pagefault3", "pergroup", -1, 2, 1),
-      Find(rs, "pagefault1", "pergroup", -1, 2, 1));
+      Find(rs, "pagefault3", "pergroup", kAny, 2, 1),
+      Find(rs, "pagefault1", "pergroup", kAny, 2, 1));
   // variant a over b of `scenario` at `depth`, the largest thread count.
   auto pf = [&](Claim c, const char* scenario, const char* a, const char* b,
                 int depth) {
-    add(std::move(c), Find(rs, scenario, a, -1, depth, -1),
-        Find(rs, scenario, b, -1, depth, -1));
+    add(std::move(c), Find(rs, scenario, a, kAny, depth, kAny),
+        Find(rs, scenario, b, kAny, depth, kAny));
   };
   pf({"pagefault1: pergroup vs global (depth 2, N tasks, ops/s)",
       "per_process 270249 -> 261369, 2 levels [Y5]", 261368.709 / 270249.164,
