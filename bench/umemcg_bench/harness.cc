@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -41,6 +43,18 @@ double ThreadCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+void FreeDeleter::operator()(char* p) const { std::free(p); }
+
+PageBuffer AllocPages(uint64_t bytes, int fill) {
+  constexpr uint64_t kPage = 4096;
+  const uint64_t size =
+      std::max<uint64_t>((bytes + kPage - 1) / kPage, 1) * kPage;
+  char* p = static_cast<char*>(std::aligned_alloc(kPage, size));
+  if (p == nullptr) std::abort();
+  std::memset(p, fill, size);
+  return PageBuffer(p);
 }
 
 Status Failed(const std::string& what) {

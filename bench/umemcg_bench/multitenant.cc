@@ -57,7 +57,10 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
   std::vector<Tenant> state(static_cast<size_t>(tenants));
   std::vector<WorkerTotals> totals(static_cast<size_t>(workers));
   const uint64_t payload = p.payload;
-  std::vector<char> file(std::max<uint64_t>(payload, 1) * 4, 'y');
+  // Page-aligned slots and destinations (harness.h, AllocPages).
+  const uint64_t slot_bytes =
+      (std::max<uint64_t>(payload, 1) + 4095) / 4096 * 4096;
+  PageBuffer file = AllocPages(slot_bytes * 4, 'y');
   double on_cpu = 0;
   const double secs = RunTimed(
       workers, p.pin, p.seconds,
@@ -67,7 +70,7 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
         for (int t = w; t < tenants; t += workers) mine.push_back(t);
         std::vector<decltype(make(0))> acct;
         for (int t : mine) acct.push_back(make(t));
-        std::vector<char> user(std::max<uint64_t>(payload, 1));
+        PageBuffer user = AllocPages(slot_bytes, 0);
         while (KeepRunning(stop, tot.msgs)) {
           for (int q = 0; q < kRoundsPerDelivery; ++q) {
             for (size_t i = 0; i < mine.size(); ++i) {
@@ -81,9 +84,9 @@ StatusOr<Sample> RunTenants(const Params& p, int tenants, int workers,
             Tenant& t = state[static_cast<size_t>(mine[i])];
             for (int q = 0; q < kRoundsPerDelivery; ++q) {
               if (payload != 0) {
-                std::memcpy(user.data(), file.data() + (q % 4) * payload,
+                std::memcpy(user.get(), file.get() + (q % 4) * slot_bytes,
                             payload);
-                tot.checksum += static_cast<unsigned char>(user[q]);
+                tot.checksum += static_cast<unsigned char>(user.get()[q]);
               }
               acct[i].Uncharge(t.rx_free.PagesToUncharge(kMessageBytes));
               ++tot.msgs;

@@ -57,18 +57,6 @@ constexpr uint64_t kFallocateOpsPerTruncate = 128;  // 1 MiB of 8 KiB ops
 
 enum class Kind { kPf1, kPf2, kPf3, kFallocate };
 
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
-using PageBuffer = std::unique_ptr<char, FreeDeleter>;
-
-PageBuffer AllocPages(uint64_t pages, int fill) {
-  char* p =
-      static_cast<char*>(std::aligned_alloc(kPageSize, pages * kPageSize));
-  std::memset(p, fill, pages * kPageSize);
-  return PageBuffer(p);
-}
-
 // The statistics one task updates (null group: unaccounted).
 struct Accounting {
   Group* group = nullptr;
@@ -86,7 +74,7 @@ struct alignas(64) TaskTotals {
 // The pages one task writes (and, pagefault2, copies from), allocated and
 // touched before the timed run.
 struct TaskPages {
-  PageBuffer pool = AllocPages(kPoolPages, 0);
+  PageBuffer pool = AllocPages(kPoolPages * kPageSize, 0);
   PageBuffer cache;
 };
 
@@ -217,7 +205,7 @@ StatusOr<Sample> RunOnce(Kind kind, const std::string& variant, int threads,
   std::vector<TaskTotals> totals(static_cast<size_t>(threads));
   std::vector<TaskPages> pages(static_cast<size_t>(threads));
   if (kind == Kind::kPf2) {
-    for (TaskPages& t : pages) t.cache = AllocPages(kPoolPages, 7);
+    for (TaskPages& t : pages) t.cache = AllocPages(kPoolPages * kPageSize, 7);
   }
   double on_cpu = 0;
   const double secs = RunTimed(

@@ -74,7 +74,7 @@ struct alignas(64) ReceiverState {
   uint64_t pages = 0;  // uncharged
   uint64_t calls = 0;
   uint64_t checksum = 0;
-  std::vector<char> user;  // recvmsg's destination
+  PageBuffer user;  // recvmsg's destination (page-aligned: AllocPages)
 };
 
 struct PairTotals {
@@ -91,9 +91,12 @@ StatusOr<PairTotals> RunPairs(int pairs, bool pin, double seconds,
   std::vector<Channel> channels(static_cast<size_t>(pairs));
   std::vector<SenderState> senders(static_cast<size_t>(pairs));
   std::vector<ReceiverState> receivers(static_cast<size_t>(pairs));
-  std::vector<char> file(std::max<uint64_t>(payload, 1) * kFileSlots, 'x');
-  for (ReceiverState& r : receivers)
-    r.user.resize(std::max<uint64_t>(payload, 1));
+  // Every slot of the file and every destination page-aligned (harness.h:
+  // the copy's cost must not depend on where malloc put them).
+  const uint64_t slot_bytes =
+      (std::max<uint64_t>(payload, 1) + 4095) / 4096 * 4096;
+  PageBuffer file = AllocPages(slot_bytes * kFileSlots, 'x');
+  for (ReceiverState& r : receivers) r.user = AllocPages(slot_bytes, 0);
 
   auto sender = [&](int pair, const std::atomic<bool>& stop) {
     Channel& ch = channels[static_cast<size_t>(pair)];
@@ -144,9 +147,10 @@ StatusOr<PairTotals> RunPairs(int pairs, bool pin, double seconds,
         spins = 0;
       }
       if (payload != 0) {
-        std::memcpy(r.user.data(),
-                    file.data() + (received % kFileSlots) * payload, payload);
-        r.checksum += static_cast<unsigned char>(r.user[received % payload]);
+        std::memcpy(r.user.get(),
+                    file.get() + (received % kFileSlots) * slot_bytes, payload);
+        r.checksum +=
+            static_cast<unsigned char>(r.user.get()[received % payload]);
       }
       for (FreeSide* side : {&r.rx, &r.tx}) {
         const uint64_t n = side->PagesToUncharge(kMessageBytes);
