@@ -7,6 +7,7 @@
 // the shard's try-lock); no shared cache line is written. Everything else
 // is the slow path below, which charges a whole batch through the counters
 // so that the next batch - n charges on this CPU hit the stock again.
+// Charges that move a page statistic with them are in charge_stat.cc.
 
 #include <algorithm>
 #include <cstdint>

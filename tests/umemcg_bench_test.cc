@@ -286,6 +286,53 @@ TEST(UmemcgBenchTest, CheckBalancedCatchesLeftoverCharges) {
   EXPECT_TRUE(CheckBalanced(*c.value(), chain.value()).ok());
 }
 
+// A claim whose threshold lies inside its band (the middle per-repeat
+// ratios) gets "noise", whichever side its median fell on: that is what
+// keeps `all --quick` verdicts from flipping between runs.
+TEST(UmemcgBenchTest, VerdictIsNoiseWhenTheBandStraddlesTheThreshold) {
+  auto claim = [](double kernel, double measured, double target_min,
+                  double band_lo, double band_hi) {
+    Claim c{"", "", kernel, measured, target_min, NAN};
+    c.band_lo = band_lo;
+    c.band_hi = band_hi;
+    return c;
+  };
+  EXPECT_EQ(Verdict(claim(NAN, 0.87, 0.85, 0.86, 0.89)), "yes");
+  EXPECT_EQ(Verdict(claim(NAN, 0.87, 0.85, 0.83, 0.89)), "noise");
+  EXPECT_EQ(Verdict(claim(NAN, 0.84, 0.85, 0.83, 0.89)), "noise");
+  EXPECT_EQ(Verdict(claim(NAN, 0.82, 0.85, 0.80, 0.84)), "partly");
+  // Direction unsettled (partly vs no) is noise too.
+  EXPECT_EQ(Verdict(claim(1.63, 1.03, 1.10, 1.02, 1.05)), "partly");
+  EXPECT_EQ(Verdict(claim(1.63, 1.03, 1.10, 0.97, 1.05)), "noise");
+  // Without a target: the kernel's direction and size.
+  EXPECT_EQ(Verdict(claim(0.74, 0.6, NAN, 0.55, 0.66)), "yes");
+  EXPECT_EQ(Verdict(claim(0.74, 0.6, NAN, 0.55, 0.9)), "noise");
+  // Measure builds the band from 5 repeats without the extremes.
+  Result a, b;
+  a.scenario = b.scenario = "sendfile";
+  a.variant = "umemcg";
+  a.batch = 64;
+  b.variant = "unaccounted";
+  a.threads = b.threads = 2;
+  a.ops_per_sec = 87;
+  b.ops_per_sec = 100;
+  a.ops_per_sec_samples = {50, 84, 87, 88, 99};  // ratios 0.5 .. 0.99
+  b.ops_per_sec_samples = {100, 100, 100, 100, 100};
+  int found = 0;
+  for (const Claim& c : SeedClaims({a, b})) {
+    if (c.name.rfind("sendfile: umemcg batch 64 vs unaccounted", 0) != 0) {
+      continue;
+    }
+    ++found;
+    EXPECT_DOUBLE_EQ(c.lo, 0.5);
+    EXPECT_DOUBLE_EQ(c.hi, 0.99);
+    EXPECT_DOUBLE_EQ(c.band_lo, 0.84);
+    EXPECT_DOUBLE_EQ(c.band_hi, 0.88);
+    EXPECT_EQ(c.verdict, "noise");
+  }
+  EXPECT_EQ(found, 1);
+}
+
 TEST(UmemcgBenchTest, Verdicts) {
   // Target met / missed in the right direction / wrong direction.
   EXPECT_EQ(Verdict({"", "", 1.63, 1.2, 1.10, NAN}), "yes");

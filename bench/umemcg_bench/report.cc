@@ -84,11 +84,18 @@ void Measure(Claim& c, const Result* a, const Result* b,
   c.measured = Value(a, metric) / Value(b, metric);
   const std::vector<double> sa = Samples(a, metric);
   const std::vector<double> sb = Samples(b, metric);
+  std::vector<double> ratios;
   for (size_t i = 0; i < std::min(sa.size(), sb.size()); ++i) {
     const double r = sa[i] / sb[i];
-    if (std::isnan(r)) continue;
-    c.lo = std::isnan(c.lo) ? r : std::min(c.lo, r);
-    c.hi = std::isnan(c.hi) ? r : std::max(c.hi, r);
+    if (!std::isnan(r)) ratios.push_back(r);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  if (!ratios.empty()) {
+    c.lo = ratios.front();
+    c.hi = ratios.back();
+    const size_t trim = ratios.size() >= 5 ? 1 : 0;
+    c.band_lo = ratios[trim];
+    c.band_hi = ratios[ratios.size() - 1 - trim];
   }
   const double ca = Field(a, "on_cpu");
   const double cb = Field(b, "on_cpu");
@@ -276,12 +283,14 @@ StatusOr<std::vector<Result>> ReadJsonLines(
 // as noise).
 constexpr double kNoEffect = 0.05;
 
-std::string Verdict(const Claim& c) {
-  if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
-  if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
+namespace {
+
+// The verdict `c` would get with `measured` as its ratio (yes / partly /
+// no / n/a; see report.h).
+std::string Judge(const Claim& c, double measured) {
   const bool has_target =
       !std::isnan(c.target_min) || !std::isnan(c.target_max);
-  const double m = std::log(c.measured);
+  const double m = std::log(measured);
   const double k = std::log(c.kernel_ratio);
   // Direction: the same side of 1 as the kernel's (both within 5% of 1
   // count as "no effect" on both sides); with only a target, the side the
@@ -296,8 +305,8 @@ std::string Verdict(const Claim& c) {
     direction = c.target_max <= 1 ? m < 0 : true;
   }
   if (has_target) {
-    const bool met = (std::isnan(c.target_min) || c.measured >= c.target_min) &&
-                     (std::isnan(c.target_max) || c.measured <= c.target_max);
+    const bool met = (std::isnan(c.target_min) || measured >= c.target_min) &&
+                     (std::isnan(c.target_max) || measured <= c.target_max);
     if (met) return "yes";
     return direction ? "partly" : "no";
   }
@@ -307,6 +316,18 @@ std::string Verdict(const Claim& c) {
       (std::abs(k) < kNoEffect && std::abs(m) < kNoEffect) ||
       (std::abs(m) >= std::abs(k) / 2 && std::abs(m) <= 2 * std::abs(k));
   return size ? "yes" : "partly";
+}
+
+}  // namespace
+
+std::string Verdict(const Claim& c) {
+  if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
+  if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
+  const std::string v = Judge(c, c.measured);
+  for (const double end : {c.band_lo, c.band_hi}) {
+    if (!std::isnan(end) && end > 0 && Judge(c, end) != v) return "noise";
+  }
+  return v;
 }
 
 std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
