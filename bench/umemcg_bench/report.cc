@@ -93,9 +93,6 @@ void Measure(Claim& c, const Result* a, const Result* b,
   if (!ratios.empty()) {
     c.lo = ratios.front();
     c.hi = ratios.back();
-    const size_t trim = ratios.size() >= 5 ? 1 : 0;
-    c.band_lo = ratios[trim];
-    c.band_hi = ratios[ratios.size() - 1 - trim];
   }
   const double ca = Field(a, "on_cpu");
   const double cb = Field(b, "on_cpu");
@@ -324,7 +321,7 @@ std::string Verdict(const Claim& c) {
   if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
   if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
   const std::string v = Judge(c, c.measured);
-  for (const double end : {c.band_lo, c.band_hi}) {
+  for (const double end : {c.lo, c.hi}) {
     if (!std::isnan(end) && end > 0 && Judge(c, end) != v) return "noise";
   }
   return v;

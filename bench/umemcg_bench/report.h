@@ -15,10 +15,10 @@
 // both are below 0.05, "no effect"),
 // "partly" when only the direction matches, "no" otherwise; "n/a" when a
 // side was not measured. Then "noise" replaces the verdict when either end
-// of the claim's band (the per-repeat ratios without the lowest and the
-// highest, from 5 repeats up) would get another one: the run cannot tell
-// which side of the threshold the claim is on, and repeating it would
-// flip the verdict.
+// of the claim's noise estimate (lo..hi, the lowest and highest
+// per-repeat ratio) would get another one: the run cannot tell which side
+// of the threshold the claim is on, and repeating it would flip the
+// verdict.
 //
 // Thread safety: plain functions; call from one thread.
 
@@ -73,10 +73,6 @@ struct Claim {
   // of both sides ran side by side).
   double lo = NAN;
   double hi = NAN;
-  // The band the verdict must hold over: lo..hi without the lowest and the
-  // highest per-repeat ratio when there are 5 or more.
-  double band_lo = NAN;
-  double band_hi = NAN;
   // The lowest on-CPU share of a timed thread on either side.
   double on_cpu = NAN;
   std::string verdict;  // yes / partly / no / noise / void / n/a
