@@ -32,7 +32,7 @@ __attribute__((noinline)) bool RseqFloor::Add(int64_t delta) {
 #if UMEMCG_BENCH_RSEQ_FLOOR
   if (!available_) return false;
   asm goto(
-      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".pushsection __rseq_cs, \"aw?\"\n\t"
       ".balign 32\n\t"
       "3:\n\t"
       ".long 0x0, 0x0\n\t"
@@ -49,7 +49,7 @@ __attribute__((noinline)) bool RseqFloor::Add(int64_t delta) {
       "addq %[delta], %%rcx\n\t"
       "movq %%rcx, (%[base],%%rax)\n\t"  // the commit
       "2:\n\t"
-      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".pushsection __rseq_failure, \"ax?\"\n\t"
       ".byte 0x0f, 0xb9, 0x3d\n\t"
       ".long 0x53053053\n\t"
       "4:\n\t"

@@ -252,7 +252,7 @@ class ChargeStock {
     // the kernel clears rseq_cs on abort, so each attempt stores it. The
     // abort handler is preceded by glibc's RSEQ_SIG (x86), inside a ud1.
     asm goto(
-        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".pushsection __rseq_cs, \"aw?\"\n\t"
         ".balign 32\n\t"
         "3:\n\t"
         ".long 0x0, 0x0\n\t"
@@ -287,7 +287,7 @@ class ChargeStock {
         "movl %%eax, %c[nr_pages](%%r11,%%r10,4)\n\t"  // the commit
         "2:\n\t"
         // The rest of the slot scan, out of line and outside the sequence.
-        ".pushsection .text.unlikely, \"ax\"\n\t"
+        ".pushsection .text.unlikely, \"ax?\"\n\t"
         "7:\n\t"
         "incl %%r10d\n\t"
         "cmpl %[slots], %%r10d\n\t"
@@ -296,7 +296,7 @@ class ChargeStock {
         "jne 7b\n\t"
         "jmp 8b\n\t"
         ".popsection\n\t"
-        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".pushsection __rseq_failure, \"ax?\"\n\t"
         ".byte 0x0f, 0xb9, 0x3d\n\t"
         ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in port/rseq.cc
         "4:\n\t"

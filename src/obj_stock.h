@@ -356,7 +356,7 @@ class ObjStock {
     // the tail call to the slow path), the shard fields come from the
     // objcg's copies, four scratch: no stack frame.
     asm goto(
-        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".pushsection __rseq_cs, \"aw?\"\n\t"
         ".balign 32\n\t"
         "3:\n\t"
         ".long 0x0, 0x0\n\t"
@@ -418,7 +418,7 @@ class ObjStock {
         "movq %%rax, %c[word](%%r11,%%r10,8)\n\t"  // the commit
         "2:\n\t"
         // The rest of the slot scan, outside the sequence.
-        ".pushsection .text.unlikely, \"ax\"\n\t"
+        ".pushsection .text.unlikely, \"ax?\"\n\t"
         "7:\n\t"
         "incl %%r10d\n\t"
         "cmpl %[slots], %%r10d\n\t"
@@ -427,7 +427,7 @@ class ObjStock {
         "jne 7b\n\t"
         "jmp 8b\n\t"
         ".popsection\n\t"
-        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".pushsection __rseq_failure, \"ax?\"\n\t"
         ".byte 0x0f, 0xb9, 0x3d\n\t"
         ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in port/rseq.cc
         "4:\n\t"

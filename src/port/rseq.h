@@ -144,11 +144,16 @@ inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
       static_cast<char*>(__builtin_thread_pointer()) + rseq_area_offset);
   // The descriptor (start, length of the section up to and including the
   // commit, abort handler) lives in a writable data section so that a
-  // shared library gets ordinary relocations for it. The abort handler is
+  // shared library gets ordinary relocations for it. Every section pushed
+  // here carries the '?' flag: it joins the enclosing function's COMDAT
+  // group, if any, so that when the linker keeps another translation unit's
+  // out-of-line copy of an inline function it drops this copy's descriptor
+  // and abort handler with it (without the flag they would point into a
+  // discarded section and the link fails). The abort handler is
   // preceded by the signature glibc registered (RSEQ_SIG), embedded in a
   // ud1 instruction as the kernel's selftests do, so it never executes.
   asm goto(
-      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".pushsection __rseq_cs, \"aw?\"\n\t"
       ".balign 32\n\t"
       "3:\n\t"
       ".long 0x0, 0x0\n\t"
@@ -167,7 +172,7 @@ inline RseqResult RseqCompareStore(uint32_t cpu, const void* lock,
       "jnz %l[mismatch]\n\t"
       "movq %[desired], %[word]\n\t"
       "2:\n\t"
-      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".pushsection __rseq_failure, \"ax?\"\n\t"
       ".byte 0x0f, 0xb9, 0x3d\n\t"
       ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked by a static_assert
       "4:\n\t"
@@ -218,7 +223,7 @@ inline bool RseqPerCpuAdd(const void* const* table, uint32_t limit,
   auto* area = reinterpret_cast<struct rseq*>(
       static_cast<char*>(__builtin_thread_pointer()) + rseq_area_offset);
   asm goto(
-      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".pushsection __rseq_cs, \"aw?\"\n\t"
       ".balign 32\n\t"
       "3:\n\t"
       ".long 0x0, 0x0\n\t"
@@ -241,7 +246,7 @@ inline bool RseqPerCpuAdd(const void* const* table, uint32_t limit,
       "jnz %l[failed]\n\t"
       "addq %[delta], %c[words](%%rcx, %[index], 8)\n\t"
       "2:\n\t"
-      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".pushsection __rseq_failure, \"ax?\"\n\t"
       ".byte 0x0f, 0xb9, 0x3d\n\t"
       ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in rseq.cc
       "4:\n\t"
@@ -272,7 +277,7 @@ inline RseqAddResult RseqEpochAdd(uint32_t cpu, const void* lock,
   // %ecx says which guard matched; it is read after the commit (outside
   // the section, so a restart never sees it half-set).
   asm goto(
-      ".pushsection __rseq_cs, \"aw\"\n\t"
+      ".pushsection __rseq_cs, \"aw?\"\n\t"
       ".balign 32\n\t"
       "3:\n\t"
       ".long 0x0, 0x0\n\t"
@@ -297,7 +302,7 @@ inline RseqAddResult RseqEpochAdd(uint32_t cpu, const void* lock,
       "2:\n\t"
       "testl %%ecx, %%ecx\n\t"
       "jnz %l[added_second]\n\t"
-      ".pushsection __rseq_failure, \"ax\"\n\t"
+      ".pushsection __rseq_failure, \"ax?\"\n\t"
       ".byte 0x0f, 0xb9, 0x3d\n\t"
       ".long 0x53053053\n\t"  // RSEQ_SIG (x86), checked in rseq.cc
       "4:\n\t"
