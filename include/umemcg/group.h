@@ -501,11 +501,14 @@ class UMEMCG_EXPORT alignas(64) Group {
   bool TryGet() {
     // Acquire: a caller that sees the count at 0 also sees what preceded
     // the last Put (for an objcg's group, the store moving the objcg
-    // away), so it can look again. Success needs no ordering (as Get).
+    // away), so it can look again. Success needs no ordering (as Get) but
+    // is acquire too: GCC warns (-Winvalid-memory-model) in every user's
+    // build when the failure order is stronger, and on x86 a
+    // compare-exchange is a full barrier either way.
     int64_t r = refs_.load(std::memory_order_acquire);
     do {
       if (r <= 0) return false;
-    } while (!refs_.compare_exchange_weak(r, r + 1, std::memory_order_relaxed,
+    } while (!refs_.compare_exchange_weak(r, r + 1, std::memory_order_acquire,
                                           std::memory_order_acquire));
     return true;
   }
