@@ -350,17 +350,17 @@ TEST_F(ClusterTest, RedisUnreachableKeepsTheLeaseThenFailsBoundedly) {
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE(g->TryCharge(Pages(400)).ok());  // grows the lease
   ctrl->DrainAllStocks(*g);
-  ClusterLeaseState before = b.value()->state();
+  const ClusterLeaseState before = b.value()->state();
   ASSERT_EQ(before.usage, Pages(400));
   // Bind leased one chunk; the charge asked for its usage plus a chunk.
   ASSERT_GE(before.lease.raw(), 400u + 256u);
   ASSERT_LE(before.lease.raw(), 400u + 2 * 256u);
 
   // A paused server: a charge within the lease succeeds without asking,
-  // even several polls later (each poll's request waits the command
-  // timeout and fails; none lowers the lease); the one blocking request
-  // beyond the lease waits at most the command timeout, then the charge
-  // fails with kAgain (never hangs).
+  // even several polls later (a poll's request, if it sends one, waits the
+  // command timeout and fails; no poll lowers the lease); the one blocking
+  // request beyond the lease waits at most the command timeout, then the
+  // charge fails with kAgain (never hangs).
   redis_->Pause();
   std::this_thread::sleep_for(3 * o.poll_interval);
   const uint64_t lease = b.value()->state().lease.raw();
@@ -414,12 +414,7 @@ TEST_F(ClusterTest, RedisRestartWithAofRecoversWithoutDoubleCounting) {
   redis_->Kill(SIGKILL);
   ASSERT_TRUE(redis_->Restart().ok());
   // The node reconnects and renews; Redis holds exactly its lease again.
-  EXPECT_TRUE(Eventually([&] {
-    if (!b.value()->Sync().ok()) return false;
-    auto snap = cluster->Snapshot();
-    return snap.ok() &&
-           GroupIn(snap.value(), "t").usage == b.value()->state().lease;
-  }));
+  EXPECT_TRUE(RedisHoldsTheLease(*cluster, *b.value(), "t"));
   const ClusterGroupInfo info = GroupIn(cluster->Snapshot().value(), "t");
   EXPECT_EQ(info.max, Pages(5000));
   EXPECT_GE(info.usage, Pages(1000));
@@ -622,15 +617,7 @@ TEST_F(ClusterTest, ConcurrentThreadsStayUnderTheMax) {
   EXPECT_LE(worst.load(), 2000u);
   ctrl->DrainAllStocks(ctrl->root());
   EXPECT_EQ(g->usage(), Pages(0));
-  // Redis holds exactly the lease. (A poll returning surplus lowers the
-  // local lease before Redis's count: look again rather than compare two
-  // reads that straddle it.)
-  EXPECT_TRUE(Eventually([&] {
-    if (!b.value()->Sync().ok()) return false;
-    auto snap = cluster->Snapshot();
-    return snap.ok() &&
-           GroupIn(snap.value(), "t").usage == b.value()->state().lease;
-  }));
+  EXPECT_TRUE(RedisHoldsTheLease(*cluster, *b.value(), "t"));
   ASSERT_TRUE(b.value()->Unbind().ok());
   EXPECT_EQ(GroupIn(cluster->Snapshot().value(), "t").usage, Pages(0));
 }

@@ -160,6 +160,20 @@ inline uint64_t LeaseOf(const ClusterGroupInfo& g, const std::string& node) {
   return 0;
 }
 
+// True once, after a Sync, Redis's usage of `group` equals the binding's
+// lease: Redis holds exactly what the node leased. Polls until then (a
+// poll returning surplus lowers the local lease before Redis's count, so
+// two single reads may straddle it).
+inline bool RedisHoldsTheLease(Cluster& cluster, ClusterBinding& binding,
+                               const std::string& group) {
+  return Eventually([&] {
+    if (!binding.Sync().ok()) return false;
+    auto snap = cluster.Snapshot();
+    return snap.ok() &&
+           GroupIn(snap.value(), group).usage == binding.state().lease;
+  });
+}
+
 }  // namespace umemcg::cluster_test
 
 #endif  // UMEMCG_TESTS_CLUSTER_CLUSTER_TEST_UTIL_H_
