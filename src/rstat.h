@@ -63,10 +63,11 @@
 //
 // Blocks: a block is taken from its CPU's pool on the group's first
 // (locked) update there, and returned when the group is freed. Pools are
-// refilled off the hot path (group creation, the periodic flusher, reader
-// flushes): the hot path never allocates (the LD_PRELOAD interposer
-// charges from inside malloc). An empty pool sends the update to the
-// direct path and asks for a larger refill.
+// refilled off the hot path (group creation; the flusher thread, woken
+// when a pool runs dry; reader flushes when there is no flusher thread): the
+// hot path never allocates (the LD_PRELOAD interposer charges from inside
+// malloc). An empty pool sends the update to the direct path and asks for a
+// larger refill.
 //
 // Flushing (FlushSubtree): per CPU where the group has a linked block,
 // under the flush lock and that shard's lock (fenced), unlink the subtree's
@@ -463,6 +464,12 @@ class Rstat {
   // After a pool ran dry: wakes the flusher thread to refill (once until
   // it has). Not under a shard lock (a futex wake may be a system call).
   void WakeRefiller();
+  // A flusher thread runs (or is restarted after a fork): StartFlusher
+  // was given the root and the period is positive. Then it, not readers,
+  // refills the pools.
+  bool HasFlusherThread() const {
+    return root_ != nullptr && period_.count() > 0;
+  }
 
   // Pools. PopBlock REQUIRES shard k locked; null when empty.
   StatCpu* PopBlock(int k);

@@ -493,8 +493,7 @@ StatusOr<std::vector<Result>> RunCluster(const Params& p) {
     };
     configs.push_back(std::move(c));
   }
-  auto results =
-      RunInterleaved("cluster", std::move(configs), p.repeat, p.progress);
+  auto results = RunInterleaved("cluster", std::move(configs), p);
   if (!results.ok()) return results;
   // Ratios side by side: lease vs local and vs per-charge.
   double lease = NAN, local = NAN, per_charge = NAN;

@@ -63,35 +63,72 @@ Status Failed(const std::string& what) {
 
 StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
                                              std::vector<Config> configs,
-                                             int repeat, bool progress) {
-  if (repeat < 1) repeat = 1;
+                                             const Params& p) {
+  const int repeat = std::max(1, p.repeat);
+  const bool progress = p.progress;
   if (configs.empty()) {
     return Status(StatusCode::kInvalidArgument,
                   scenario +
                       ": no configuration matches these settings "
                       "(variant names, --threads)");
   }
-  std::vector<std::vector<Sample>> samples(configs.size());
-  const size_t total = configs.size() * static_cast<size_t>(repeat);
-  size_t done = 0;
-  for (int r = 0; r < repeat; ++r) {
-    for (size_t c = 0; c < configs.size(); ++c) {
+  // rounds[r][c]: config c's run in round r; lowest[r]: the lowest on_cpu
+  // of round r's runs (1 when none has one).
+  std::vector<std::vector<Sample>> rounds;
+  std::vector<double> lowest;
+  const int max_rounds =
+      repeat + (p.extra_rounds >= 0 ? p.extra_rounds : ExtraRounds(repeat));
+  int steady = 0;
+  for (int r = 0; r < max_rounds && steady < repeat; ++r) {
+    std::vector<Sample>& round = rounds.emplace_back();
+    double low = 1;
+    // Odd rounds run the configurations in reverse, so a drift within a
+    // round (the machine warming up, another tenant's load ramping) favours
+    // no position: over two rounds every configuration ran once early and
+    // once late.
+    round.resize(configs.size());
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const size_t c = r % 2 == 0 ? i : configs.size() - 1 - i;
       const Config& cfg = configs[c];
       if (progress) {
         std::fprintf(stderr,
-                     "umemcg-bench: [%zu/%zu] %s %s batch=%d threads=%d "
-                     "depth=%d%s%s (repeat %d/%d)\n",
-                     ++done, total, scenario.c_str(), cfg.variant.c_str(),
-                     cfg.batch, cfg.threads, cfg.depth,
+                     "umemcg-bench: %s %s batch=%d threads=%d depth=%d%s%s "
+                     "(round %d, %d of %d undisturbed so far)\n",
+                     scenario.c_str(), cfg.variant.c_str(), cfg.batch,
+                     cfg.threads, cfg.depth,
                      cfg.mode.empty() ? "" : " mode=", cfg.mode.c_str(), r + 1,
-                     repeat);
+                     steady, repeat);
       }
       StatusOr<Sample> s = cfg.run();
       if (!s.ok()) {
         return Failed(scenario + " " + cfg.variant + ": " +
                       s.status().ToString());
       }
-      samples[c].push_back(std::move(s).value());
+      auto on_cpu = s.value().fields.find("on_cpu");
+      if (on_cpu != s.value().fields.end() && !std::isnan(on_cpu->second)) {
+        low = std::min(low, on_cpu->second);
+      }
+      round[c] = std::move(s).value();
+    }
+    lowest.push_back(low);
+    if (low >= kSteadyOnCpu) ++steady;
+  }
+  // The rounds kept: every undisturbed one, then the least disturbed.
+  std::vector<size_t> order(rounds.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const bool sa = lowest[a] >= kSteadyOnCpu;
+    const bool sb = lowest[b] >= kSteadyOnCpu;
+    if (sa != sb) return sa;
+    return !sa && lowest[a] > lowest[b];
+  });
+  order.resize(std::min(order.size(), static_cast<size_t>(repeat)));
+  std::sort(order.begin(), order.end());  // run order
+  const int discarded = static_cast<int>(rounds.size() - order.size());
+  std::vector<std::vector<Sample>> samples(configs.size());
+  for (size_t r : order) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      samples[c].push_back(std::move(rounds[r][c]));
     }
   }
   std::vector<Result> out;
@@ -105,6 +142,7 @@ StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
     res.depth = cfg.depth;
     res.mode = cfg.mode;
     res.repeat = repeat;
+    res.rounds_discarded = discarded;
     res.balanced = true;  // every run returned OK, which includes the check
     std::vector<double> ops, secs;
     std::map<std::string, std::vector<double>> fields;

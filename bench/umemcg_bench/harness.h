@@ -2,8 +2,9 @@
 //
 // umemcg-bench's harness: the settings of one invocation (Params), one
 // measured configuration (Result), running configurations side by side
-// (RunInterleaved: every repeat runs every configuration once, in turn, so
-// ratios compare numbers taken under the same machine noise), timed
+// (RunInterleaved: every round runs every configuration once, in turn, so
+// ratios compare numbers taken under the same machine noise, and a round
+// some other process disturbed is run again), timed
 // thread teams with a start barrier that measure each thread's share of
 // the wall time spent on a CPU, and the balance check every scenario ends
 // with (every group's memory.current back to zero, CheckInvariants ok, no
@@ -44,6 +45,17 @@ std::string BatchName(int batch);
 // "void" (the scenario then measures the scheduler, not the accounting).
 inline constexpr double kMinOnCpu = 0.8;
 
+// A round of RunInterleaved (one run of every configuration) in which some
+// timed thread of some configuration was on a CPU less than this share of
+// the wall time is "disturbed": another process took a CPU during that
+// round, so its runs do not measure what the others do. RunInterleaved
+// runs up to ExtraRounds(repeat) more rounds (Params::extra_rounds) to
+// replace disturbed ones.
+inline constexpr double kSteadyOnCpu = 0.9;
+inline constexpr int ExtraRounds(int repeat) {
+  return repeat / 2 > 2 ? repeat / 2 : 2;
+}
+
 // The command line of one scenario run. Zero / empty means "the
 // scenario's default" where noted.
 struct Params {
@@ -58,6 +70,8 @@ struct Params {
   double seconds = 1.0;               // per timed run
   uint64_t iterations = 1400000;      // kmem single-thread loop
   int repeat = 3;
+  int extra_rounds = -1;         // rounds RunInterleaved may add to replace
+                                 // disturbed ones; -1: ExtraRounds(repeat)
   uint64_t payload = 10240;      // sendfile/multitenant bytes copied per msg
   int stock_slots = 0;           // multitenant: 0 = both 1 and 7
   int tenants = 8;               // multitenant leaves
@@ -80,6 +94,9 @@ struct Result {
   int depth = 0;
   std::string mode;  // pagefault: "process" or "thread"
   int repeat = 0;
+  // Disturbed rounds (kSteadyOnCpu) run and replaced by later ones; their
+  // runs are not among the samples.
+  int rounds_discarded = 0;
   double seconds = 0;      // median wall time of one run
   double ops = 0;          // median ops of one run
   double ops_per_sec = 0;  // median over the repeats of ops / seconds
@@ -117,12 +134,19 @@ struct Config {
   std::function<StatusOr<Sample>()> run;
 };
 
-// Runs every config `repeat` times, interleaved (repeat 1 of each, then
-// repeat 2 of each, ...), and returns their medians in config order.
-// Progress lines go to stderr when `progress`.
+// Runs every config p.repeat times, interleaved in rounds (round 1 runs
+// each config once, in order, round 2 in reverse order, ...), and returns
+// their medians in config order. A round in which any run's `on_cpu` field is
+// below kSteadyOnCpu is disturbed: RunInterleaved keeps running rounds until
+// p.repeat undisturbed ones are done or p.extra_rounds (-1:
+// ExtraRounds(p.repeat)) more than p.repeat have run, and keeps the undisturbed
+// rounds (made up, when too few, with the disturbed rounds whose lowest on_cpu
+// was highest), in run order, so sample i of every config still comes from the
+// same round. Runs without an `on_cpu` field never disturb a round. Progress
+// lines go to stderr when p.progress.
 StatusOr<std::vector<Result>> RunInterleaved(const std::string& scenario,
                                              std::vector<Config> configs,
-                                             int repeat, bool progress);
+                                             const Params& p);
 
 // Adds vs_unaccounted (ops/s over the "unaccounted" result with the same
 // threads and mode) and overhead_vs_unaccounted (1 - that) to each result.

@@ -21,7 +21,8 @@ DESCRIPTION
   Runs user-space analogs of the kernel benchmarks behind the memcg charge
   batching, multi-memcg stock, object accounting and statistics flushing
   series. Every configuration runs --repeat times interleaved with the
-  others and medians are compared, so both sides of a ratio see the same
+  others, a round that another process disturbed is run again, and each
+  ratio is the median of the per-round ratios, so both sides see the same
   machine noise. Each run ends with a balance check; a run that fails it
   is an error, never a number. `all` runs every scenario and ends with the
   claim table (the kernel's figure, the ratio measured here, a verdict);

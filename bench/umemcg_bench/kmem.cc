@@ -309,8 +309,7 @@ StatusOr<std::vector<Result>> RunKmem(const Params& p) {
                          [=] { return RunThreads(variant, n, size, b, p); }});
     }
   }
-  auto results =
-      RunInterleaved("kmem", std::move(configs), p.repeat, p.progress);
+  auto results = RunInterleaved("kmem", std::move(configs), p);
   if (!results.ok()) return results;
   std::vector<Result>& rs = results.value();
   const uint64_t size = p.object_size > 0 ? p.object_size : (multi ? 4096 : 64);

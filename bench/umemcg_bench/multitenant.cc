@@ -209,8 +209,7 @@ StatusOr<std::vector<Result>> RunMultitenant(const Params& p) {
     configs.push_back({"per-leaf-quantum", 0, workers, 3, "",
                        [=] { return RunQuantum(p, tenants, workers); }});
   }
-  auto results =
-      RunInterleaved("multitenant", std::move(configs), p.repeat, p.progress);
+  auto results = RunInterleaved("multitenant", std::move(configs), p);
   if (!results.ok()) return results;
   for (Result& r : results.value()) r.fields["tenants"] = tenants;
   AddOverheads(results.value());

@@ -295,8 +295,7 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
       }
     }
   }
-  auto results =
-      RunInterleaved(scenario, std::move(configs), p.repeat, p.progress);
+  auto results = RunInterleaved(scenario, std::move(configs), p);
   if (!results.ok()) return results;
   std::vector<Result>& rs = results.value();
   AddScalability(rs);

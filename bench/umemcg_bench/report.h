@@ -14,11 +14,19 @@
 // effect's size (|ln ratio|) is within a factor of two of the kernel's (or
 // both are below 0.05, "no effect"),
 // "partly" when only the direction matches, "no" otherwise; "n/a" when a
-// side was not measured. Then "noise" replaces the verdict when either end
-// of the claim's noise estimate (lo..hi, the lowest and highest
-// per-repeat ratio) would get another one: the run cannot tell which side
-// of the threshold the claim is on, and repeating it would flip the
-// verdict.
+// side was not measured. The claim's ratio is the median of its
+// per-repeat ratios (repeat i of both sides ran in the same round), so one
+// disturbed repeat moves it little. Then "noise" replaces the verdict when
+// either end of that median's confidence interval (ci_lo..ci_hi,
+// kCiConfidence, from the ratios' order statistics; lo..hi when there is
+// none) would get another one: the run cannot tell which side of the
+// threshold the claim is on, and repeating it could flip the verdict.
+// Claims of no effect (no target, the kernel's ratio within 5% of 1) are
+// the exception: "yes" when the median ratio is within 5% of 1 too and
+// the interval within 10% (an interval 3-6% wide on 2 CPUs cannot show
+// equivalence within 5%, so it is not asked to; a wider one is "noise");
+// "noise" when the median is outside but the interval reaches the band;
+// otherwise judged as above.
 //
 // Thread safety: plain functions; call from one thread.
 
@@ -36,8 +44,13 @@
 namespace umemcg::bench {
 
 // "machine: 2 CPUs allowed (2 online), <model>, cpu source rseq, Linux
-// <release>" — what every report starts with.
+// <release>, cache-line round trip CPU 0 <-> 1: 180 ns" — what every
+// report starts with (the round trip: LineRoundTripNs of the first two
+// allowed CPUs, measured once per process, absent with one CPU).
 std::string MachineLine();
+// That round trip in ns (NAN with one allowed CPU); the first call
+// measures it.
+double LineRoundTripNow();
 // "settings: seconds=0.3 repeat=3 ..." for the given parameters.
 std::string SettingsLine(const Params& p, bool quick);
 
@@ -46,8 +59,9 @@ std::string SettingsLine(const Params& p, bool quick);
 void PrintTable(std::FILE* out, const std::vector<Result>& results);
 
 // The JSON object of one result: scenario, variant, batch, threads,
-// seconds, ops, ops_per_sec, repeat, depth, mode, balanced,
-// ops_per_sec_samples, cpus, cpu_source, every scenario field, `samples`
+// seconds, ops, ops_per_sec, repeat, rounds_discarded, depth, mode,
+// balanced, ops_per_sec_samples, cpus, cpu_source, line_round_trip_ns
+// (with two or more CPUs), every scenario field, `samples`
 // (each field's value per repeat, in run order), and for results with
 // latencies latency_quantiles_us (201 quantiles, 0..100%). `batch` is a
 // number, or "adaptive".
@@ -62,17 +76,30 @@ StatusOr<Result> FromJson(const nlohmann::json& j);
 StatusOr<std::vector<Result>> ReadJsonLines(
     const std::vector<std::string>& files);
 
+// The coverage of a claim's confidence interval for its median ratio.
+inline constexpr double kCiConfidence = 0.8;
+
+// The rank k (1-based) of the distribution-free confidence interval
+// [x(k), x(n+1-k)] of the median of n sorted values: the largest k whose
+// coverage, 1 - 2 P(Binomial(n, 1/2) <= k-1), is at least `confidence`;
+// 1 (the whole range) when even that falls short (n < 5 at 0.8). At 0.8:
+// n = 5 -> 1, 7 -> 2, 9 -> 3, 11 -> 3, 20 -> 7.
+size_t MedianCiRank(size_t n, double confidence);
+
 struct Claim {
   std::string name;    // "sendfile: batch 64 vs 32 (msgs/s)"
   std::string kernel;  // the published figure, with its tag
   double kernel_ratio = NAN;
-  double measured = NAN;
+  double measured = NAN;    // the median per-repeat ratio (see above)
   double target_min = NAN;  // the issue's target, if any
   double target_max = NAN;
   // The noise estimate: the lowest and highest per-repeat ratio (repeat i
   // of both sides ran side by side).
   double lo = NAN;
   double hi = NAN;
+  // The median's confidence interval (kCiConfidence; see MedianCiRank).
+  double ci_lo = NAN;
+  double ci_hi = NAN;
   // The lowest on-CPU share of a timed thread on either side.
   double on_cpu = NAN;
   std::string verdict;  // yes / partly / no / noise / void / n/a

@@ -333,7 +333,7 @@ StatusOr<std::vector<Result>> RunScale(const Params& p) {
                          return RunOnce(n, fanout, creators, rounds, quiet, p);
                        }});
   }
-  return RunInterleaved("scale", std::move(configs), p.repeat, p.progress);
+  return RunInterleaved("scale", std::move(configs), p);
 }
 
 }  // namespace umemcg::bench

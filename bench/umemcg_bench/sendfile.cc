@@ -352,8 +352,7 @@ StatusOr<std::vector<Result>> RunSendfile(const Params& p) {
     configs.push_back({"per-leaf-quantum", 0, 2 * pairs, depth, "",
                        [=] { return RunQuantum(p, pairs, depth); }});
   }
-  auto results =
-      RunInterleaved("sendfile", std::move(configs), p.repeat, p.progress);
+  auto results = RunInterleaved("sendfile", std::move(configs), p);
   if (!results.ok()) return results;
   AddOverheads(results.value());
   return results;

@@ -155,7 +155,7 @@ StatusOr<std::vector<Result>> RunStatread(const Params& p) {
     configs.push_back({v, 64, writers, 2, "",
                        [=] { return RunOnce(v, groups, writers, p); }});
   }
-  return RunInterleaved("statread", std::move(configs), p.repeat, p.progress);
+  return RunInterleaved("statread", std::move(configs), p);
 }
 
 }  // namespace umemcg::bench
