@@ -56,11 +56,7 @@ double LineRoundTripNs(int cpu_a, int cpu_b) {
   std::vector<double> per_trip;
   std::thread b([&] {
     ScopedCpuPin pin(cpu_b);
-    cpu_set_t set;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0 ||
-        CPU_COUNT(&set) != 1 || !CPU_ISSET(cpu_b, &set)) {
-      failed.store(true);
-    }
+    if (!pin.pinned()) failed.store(true);
     pinned_b.store(true);
     if (failed.load()) return;
     // Answers odd values with the next even one until told to stop (~0).
@@ -77,9 +73,7 @@ double LineRoundTripNs(int cpu_a, int cpu_b) {
   {
     ScopedCpuPin pin(cpu_a);
     while (!pinned_b.load()) std::this_thread::yield();
-    cpu_set_t set;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0 ||
-        CPU_COUNT(&set) != 1 || !CPU_ISSET(cpu_a, &set)) {
+    if (!pin.pinned()) {
       failed.store(true);
       line.turn.store(~uint64_t{0}, std::memory_order_release);  // b: stop
     }

@@ -30,6 +30,8 @@ class ScopedCpuPin {
  public:
   explicit ScopedCpuPin(int cpu);
   ~ScopedCpuPin();
+  // True when the thread now runs only on the CPU asked for.
+  bool pinned() const { return active_; }
   ScopedCpuPin(const ScopedCpuPin&) = delete;
   ScopedCpuPin& operator=(const ScopedCpuPin&) = delete;
 

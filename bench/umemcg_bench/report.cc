@@ -380,7 +380,11 @@ std::string Verdict(const Claim& c) {
   if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
   if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
   const std::string v = Judge(c, c.measured);
+  // The ends judged: the median's interval, or the range without one.
   const bool ci = !std::isnan(c.ci_lo) && !std::isnan(c.ci_hi);
+  const double lo = ci ? c.ci_lo : c.lo;
+  const double hi = ci ? c.ci_hi : c.hi;
+  const bool known = !std::isnan(lo) && !std::isnan(hi);
   const bool no_effect_claim = std::isnan(c.target_min) &&
                                std::isnan(c.target_max) &&
                                std::abs(std::log(c.kernel_ratio)) < kNoEffect;
@@ -389,9 +393,6 @@ std::string Verdict(const Claim& c) {
     // interval is within twice the band (this resolution cannot show
     // equivalence within 5%, but an interval wider than 10% cannot tell
     // anything); outside the band, an interval reaching it is noise.
-    const double lo = ci ? c.ci_lo : c.lo;
-    const double hi = ci ? c.ci_hi : c.hi;
-    const bool known = !std::isnan(lo) && !std::isnan(hi);
     if (std::abs(std::log(c.measured)) < kNoEffect) {
       const bool narrow = !known || (std::abs(std::log(lo)) < 2 * kNoEffect &&
                                      std::abs(std::log(hi)) < 2 * kNoEffect);
@@ -401,7 +402,7 @@ std::string Verdict(const Claim& c) {
       return "noise";  // the interval reaches the band
     }
   }
-  for (const double end : {ci ? c.ci_lo : c.lo, ci ? c.ci_hi : c.hi}) {
+  for (const double end : {lo, hi}) {
     if (!std::isnan(end) && end > 0 && Judge(c, end) != v) return "noise";
   }
   return v;
