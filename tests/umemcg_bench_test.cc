@@ -63,6 +63,15 @@ std::vector<Result> RunOk(const std::string& name, const Params& p) {
   return std::move(r).value();
 }
 
+// A sendfile result (one pair) of `variant` at `batch`: `ops` msgs/s.
+Result SendfileResult(const std::string& variant, int batch, double ops) {
+  return Result{.scenario = "sendfile",
+                .variant = variant,
+                .batch = batch,
+                .threads = 2,
+                .ops_per_sec = ops};
+}
+
 // The one claim of SeedClaims(rs) whose name starts with `prefix`, with
 // the number of claims that did (a test expects 1).
 std::pair<Claim, int> ClaimNamed(const std::vector<Result>& rs,
@@ -538,11 +547,7 @@ TEST(UmemcgBenchTest, Verdicts) {
 }
 
 TEST(UmemcgBenchTest, ClaimsCarryTheNoiseAndTheOnCpuShare) {
-  Result b32{.scenario = "sendfile",
-             .variant = "umemcg",
-             .batch = 32,
-             .threads = 2,
-             .ops_per_sec = 100};
+  Result b32 = SendfileResult("umemcg", 32, 100);
   b32.ops_per_sec_samples = {100, 90, 110};
   b32.fields["on_cpu"] = 0.95;
   Result b64 = b32;
@@ -559,12 +564,51 @@ TEST(UmemcgBenchTest, ClaimsCarryTheNoiseAndTheOnCpuShare) {
   EXPECT_EQ(claims[0].verdict, "void");
 }
 
+// A variant doing more work than `unaccounted` but running faster shows
+// the baseline itself is slow: every ratio against it reads high.
+TEST(UmemcgBenchTest, BaselineChecksFlagASlowUnaccountedLoop) {
+  Result base = SendfileResult("unaccounted", 0, 100);
+  base.ops_per_sec_samples = {100, 100, 100, 100, 100, 100, 100};
+  base.fields["on_cpu"] = 0.99;
+  Result more = base;
+  more.variant = "per-thread";
+  // Ratios 1.03..1.15: the interval (2nd..6th of 7) is 1.05..1.13.
+  more.ops_per_sec_samples = {110, 103, 113, 105, 115, 109, 111};
+  more.ops_per_sec = 110;
+  std::vector<Claim> checks = BaselineChecks({base, more});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].name, "sendfile: per-thread vs unaccounted (ops/s)");
+  EXPECT_DOUBLE_EQ(checks[0].measured, 1.10);
+  EXPECT_DOUBLE_EQ(checks[0].ci_lo, 1.05);
+  EXPECT_EQ(checks[0].verdict, "slow");
+  // The interval reaching 1 (two repeats at or below it): "ok".
+  more.ops_per_sec_samples = {110, 99, 113, 100, 115, 109, 111};
+  checks = BaselineChecks({base, more});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].verdict, "ok");
+  // Starved threads: no verdict.
+  more.fields["on_cpu"] = kMinOnCpu / 2;
+  EXPECT_EQ(BaselineChecks({base, more})[0].verdict, "void");
+  // kmem compares the single-thread loops; a scenario missing either side
+  // has no check.
+  Result k1 = base;  // no samples: the ratio of the medians
+  k1.scenario = "kmem";
+  k1.threads = 1;
+  k1.ops_per_sec_samples.clear();
+  Result k2 = k1;
+  k2.threads = 2;
+  k2.variant = "per-thread";
+  EXPECT_TRUE(BaselineChecks({k1, k2}).empty());
+  k2.threads = 1;
+  k2.ops_per_sec = 90;
+  checks = BaselineChecks({k1, k2});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_DOUBLE_EQ(checks[0].measured, 0.9);
+  EXPECT_EQ(checks[0].verdict, "ok");
+}
+
 TEST(UmemcgBenchTest, SeedClaimsFromResults) {
-  Result b32{.scenario = "sendfile",
-             .variant = "umemcg",
-             .batch = 32,
-             .threads = 2,
-             .ops_per_sec = 100};
+  Result b32 = SendfileResult("umemcg", 32, 100);
   Result b64 = b32;
   b64.batch = 64;
   b64.ops_per_sec = 120;

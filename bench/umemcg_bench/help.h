@@ -25,9 +25,10 @@ DESCRIPTION
   ratio is the median of the per-round ratios, so both sides see the same
   machine noise. Each run ends with a balance check; a run that fails it
   is an error, never a number. `all` runs every scenario and ends with the
-  claim table (the kernel's figure, the ratio measured here, a verdict);
-  `report --from FILE...` prints the tables and plots of earlier --json
-  output again.
+  claim table (the kernel's figure, the ratio measured here, a verdict)
+  and baseline checks (per-thread, doing more work than unaccounted,
+  should not run faster; "slow" if it did); `report --from FILE...`
+  prints the tables and plots of earlier --json output again.
 
 SCENARIOS
   sendfile      netperf TCP_SENDFILE: sender/receiver pairs, 10 KiB

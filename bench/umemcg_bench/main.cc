@@ -104,6 +104,18 @@ bool Plots(const Cli& cli, const std::vector<Result>& results,
   return true;
 }
 
+// The baseline checks of `results` under their heading, if any.
+void PrintBaselines(std::FILE* out, const std::vector<Result>& results) {
+  const auto checks = umemcg::bench::BaselineChecks(results);
+  if (checks.empty()) return;
+  std::fprintf(out,
+               "\nbaseline checks (per-thread does strictly more work than "
+               "unaccounted, so it\nshould not run faster; \"slow\": every "
+               "ratio against unaccounted in that\nscenario reads high by "
+               "up to this much):\n");
+  umemcg::bench::PrintBaselineChecks(out, checks);
+}
+
 // `report`: tables, seed claims and plots of earlier JSON output.
 int Report(const Cli& cli) {
   if (cli.from.empty()) {
@@ -133,6 +145,7 @@ int Report(const Cli& cli) {
       "\nseed claims (median per-repeat ratios; largest thread counts):\n");
   umemcg::bench::PrintClaims(stdout,
                              umemcg::bench::SeedClaims(results.value()));
+  PrintBaselines(stdout, results.value());
   return Plots(cli, results.value(), stdout) ? 0 : 1;
 }
 
@@ -316,6 +329,7 @@ int main(int argc, char** argv) {
     std::fprintf(human,
                  "\nseed claims (median per-repeat ratios, this machine):\n");
     umemcg::bench::PrintClaims(human, umemcg::bench::SeedClaims(everything));
+    PrintBaselines(human, everything);
   }
   std::fprintf(
       human, "\ntotal %.1f s\n",

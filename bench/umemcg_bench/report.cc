@@ -572,6 +572,65 @@ std::vector<Claim> SeedClaims(const std::vector<Result>& rs) {
   return out;
 }
 
+namespace {
+
+// A claim row's noise (min..max), interval and on-CPU cells ("-" when
+// unknown).
+struct Cells {
+  explicit Cells(const Claim& c)
+      : noise(std::isnan(c.lo) ? "-" : Fmt(c.lo) + ".." + Fmt(c.hi)),
+        ci(std::isnan(c.ci_lo) ? "-" : Fmt(c.ci_lo) + ".." + Fmt(c.ci_hi)) {
+    if (!std::isnan(c.on_cpu)) {
+      std::snprintf(on_cpu, sizeof(on_cpu), "%.0f%%", 100 * c.on_cpu);
+    }
+  }
+  std::string noise;
+  std::string ci;
+  char on_cpu[16] = "-";
+};
+
+}  // namespace
+
+std::vector<Claim> BaselineChecks(const std::vector<Result>& rs) {
+  std::vector<Claim> out;
+  // Single-thread kmem (the claims' loop); the others at any thread count.
+  const struct {
+    const char* scenario;
+    int threads;
+  } kScenarios[] = {{"sendfile", kAny}, {"multitenant", kAny}, {"kmem", 1}};
+  for (const auto& s : kScenarios) {
+    const Result* more =
+        Find(rs, s.scenario, "per-thread", kAny, kAny, s.threads);
+    const Result* base =
+        Find(rs, s.scenario, "unaccounted", kAny, kAny, s.threads);
+    if (more == nullptr || base == nullptr) continue;
+    Claim c;
+    c.name = std::string(s.scenario) + ": per-thread vs unaccounted (ops/s)";
+    Measure(c, more, base);
+    if (std::isnan(c.measured) || c.measured <= 0) {
+      c.verdict = "n/a";
+    } else if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) {
+      c.verdict = "void";
+    } else {
+      const double low = std::isnan(c.ci_lo) ? c.lo : c.ci_lo;
+      c.verdict = !std::isnan(low) && low > 1 ? "slow" : "ok";
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void PrintBaselineChecks(std::FILE* out, const std::vector<Claim>& checks) {
+  std::fprintf(out, "%-64s %8s %19s %19s %6s  %s\n", "baseline check", "ratio",
+               "noise (min..max)", "median's 80% CI", "on-cpu", "verdict");
+  for (const Claim& c : checks) {
+    const Cells cells(c);
+    std::fprintf(out, "%-64s %8s %19s %19s %6s  %s\n", c.name.c_str(),
+                 Fmt(c.measured).c_str(), cells.noise.c_str(), cells.ci.c_str(),
+                 cells.on_cpu, c.verdict.c_str());
+  }
+}
+
 void PrintClaims(std::FILE* out, const std::vector<Claim>& claims) {
   std::fprintf(out, "%-64s %8s %8s %19s %19s %6s %10s  %-7s %s\n", "seed claim",
                "kernel", "umemcg", "noise (min..max)", "median's 80% CI",
@@ -580,18 +639,12 @@ void PrintClaims(std::FILE* out, const std::vector<Claim>& claims) {
     std::string target = "-";
     if (!std::isnan(c.target_min)) target = ">= " + Fmt(c.target_min);
     if (!std::isnan(c.target_max)) target = "<= " + Fmt(c.target_max);
-    const std::string noise =
-        std::isnan(c.lo) ? "-" : Fmt(c.lo) + ".." + Fmt(c.hi);
-    const std::string ci =
-        std::isnan(c.ci_lo) ? "-" : Fmt(c.ci_lo) + ".." + Fmt(c.ci_hi);
-    char on_cpu[16] = "-";
-    if (!std::isnan(c.on_cpu)) {
-      std::snprintf(on_cpu, sizeof(on_cpu), "%.0f%%", 100 * c.on_cpu);
-    }
+    const Cells cells(c);
     std::fprintf(out, "%-64s %8s %8s %19s %19s %6s %10s  %-7s %s\n",
                  c.name.c_str(), Fmt(c.kernel_ratio).c_str(),
-                 Fmt(c.measured).c_str(), noise.c_str(), ci.c_str(), on_cpu,
-                 target.c_str(), c.verdict.c_str(), c.kernel.c_str());
+                 Fmt(c.measured).c_str(), cells.noise.c_str(), cells.ci.c_str(),
+                 cells.on_cpu, target.c_str(), c.verdict.c_str(),
+                 c.kernel.c_str());
   }
 }
 

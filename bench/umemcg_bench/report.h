@@ -112,6 +112,17 @@ void PrintClaims(std::FILE* out, const std::vector<Claim>& claims);
 // The one-word verdict for `c` (see the file comment).
 std::string Verdict(const Claim& c);
 
+// Baseline checks: in each scenario with both, the `per-thread` variant
+// (the same loop as `unaccounted` plus a thread-local add per charge and
+// uncharge, and rarely a flush) against `unaccounted`, in ops/s. Doing
+// strictly more work, it should run at 1 or below. No target; the verdict
+// is "slow" when the median's interval lies above 1 (the unaccounted loop
+// itself ran slower than one doing more work, so every ratio against
+// unaccounted in that scenario reads high by up to that much), "ok"
+// otherwise, and "void" / "n/a" as for claims.
+std::vector<Claim> BaselineChecks(const std::vector<Result>& results);
+void PrintBaselineChecks(std::FILE* out, const std::vector<Claim>& checks);
+
 // Writes SVG plots of `results` into `dir` (created if needed): throughput
 // vs threads per variant (scenarios measured at several thread counts),
 // sendfile overhead vs batch, statread read-latency CDF. Also leaves the
