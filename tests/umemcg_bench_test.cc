@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -742,7 +743,62 @@ TEST(UmemcgBenchTest, StatsUpdateEarlyStopKnob) {
   }
 }
 
+// Nearest rank: p99 of 100 samples is the 99th, not the maximum (it was,
+// with index floor(q n)).
+TEST(UmemcgBenchTest, PercentileIsTheNearestRank) {
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  EXPECT_EQ(Percentile(v, 0.99), 99);
+  EXPECT_EQ(Percentile(v, 0.50), 50);
+  EXPECT_EQ(Percentile(v, 0.07), 7);
+  EXPECT_EQ(Percentile(v, 0.0), 1);
+  EXPECT_EQ(Percentile(v, 1.0), 100);
+  EXPECT_EQ(Percentile(v, 0.999), 100);
+  EXPECT_EQ(Percentile({5.0}, 0.99), 5);
+  EXPECT_TRUE(std::isnan(Percentile({}, 0.5)));
+}
+
 #ifdef UMEMCG_BENCH_BINARY
+// Every usage error exits 2, as --help and the man page say; CLI11's own
+// codes (105, 106, 109) leaked out before. --help exits 0.
+TEST(UmemcgBenchTest, BinaryUsageErrorsExit2) {
+  for (const char* args :
+       {"nosuchscenario", "", "kmem --no-such-option", "kmem --threads 0",
+        "kmem --batch 0", "kmem --variant nosuch", "report"}) {
+    const std::string cmd =
+        std::string(UMEMCG_BENCH_BINARY) + " " + args + " >/dev/null 2>&1";
+    const int st = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(st)) << args;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << args;
+  }
+  const int st = std::system(
+      (std::string(UMEMCG_BENCH_BINARY) + " --help >/dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+// A --batch list that a scenario measures only the first of is said on
+// stderr (it was dropped silently); sendfile measures each, no note.
+TEST(UmemcgBenchTest, BinaryNotesIgnoredBatches) {
+  auto run = [](const std::string& args) {
+    const std::string cmd = std::string(UMEMCG_BENCH_BINARY) + " " + args +
+                            " --seconds 0.01 --repeat 1 --extra-rounds 0"
+                            " --quiet 2>&1 >/dev/null";
+    FILE* f = popen(cmd.c_str(), "r");
+    EXPECT_NE(f, nullptr);
+    std::string err;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof(buf), f)) err.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << err;
+    return err;
+  };
+  EXPECT_NE(run("multitenant --variant unaccounted --batch 32,64")
+                .find("multitenant measures only the first --batch"),
+            std::string::npos);
+  EXPECT_EQ(run("multitenant --variant unaccounted --batch 32"), "");
+  EXPECT_EQ(run("sendfile --variant umemcg --batch 32,64"), "");
+}
+
 // The binary: --json lines parse and carry the required fields.
 TEST(UmemcgBenchTest, BinaryJsonLines) {
   const std::string cmd = std::string(UMEMCG_BENCH_BINARY) +

@@ -310,8 +310,13 @@ std::string Numbered(const char* prefix, int64_t i) {
 
 double Percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return NAN;
+  // Nearest rank: the smallest value with at least q of the samples at or
+  // below it, rank ceil(q n) (1-based); rank 1 for q = 0. The 1e-9 keeps a
+  // product that rounds just above a whole number (0.07 x 100) on it.
+  const double rank = std::ceil(q * static_cast<double>(sorted.size()) - 1e-9);
   const size_t i =
-      std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()));
+      rank <= 1 ? 0
+                : std::min(sorted.size() - 1, static_cast<size_t>(rank) - 1);
   return sorted[i];
 }
 

@@ -27,24 +27,35 @@ DESCRIPTION
   is an error, never a number. `all` runs every scenario and ends with the
   claim table (the kernel's figure, the ratio measured here, a verdict)
   and baseline checks (per-thread, doing more work than unaccounted,
-  should not run faster; "slow" if it did); `report --from FILE...`
+  should not run faster; "slow" when the median's 80% interval lies
+  wholly above 1); `report --from FILE...`
   prints the tables and plots of earlier --json output again.
 
 SCENARIOS
   sendfile      netperf TCP_SENDFILE: sender/receiver pairs, 10 KiB
-                messages; umemcg at each --batch, unaccounted, naive
+                messages; umemcg at each --batch, unaccounted, naive,
+                per-thread, per-leaf-quantum (the peers' designs)
   multitenant   many tenants' receive charges on a few softirq threads:
-                one stock slot against the multi-slot stock
+                one stock slot against the multi-slot stock (slots1,
+                slots7), unaccounted, per-thread, per-leaf-quantum
   pagefault1, pagefault2, pagefault3, fallocate
                 will-it-scale analogs: statistics variants global
                 (pre-v6.8), pergroup (v6.8+), naive-walk, unaccounted
-  kmem          the kmem_cache loop with object accounting (--threads N:
-                per-CPU object stock against a shared pool)
+  kmem          the kmem_cache loop with object accounting: unaccounted,
+                immediate, cached, per-thread, per-leaf-quantum
+                (--threads N: 4 KiB objects, per-CPU object stock against
+                a shared pool)
   statread      memory.stat read latency under concurrent updates
+  scale         fleet tree: create, charge, read and remove 100,000
+                groups (variants small, large)
+  cluster       cluster quota over a local redis-server (lease,
+                per-charge, local; built with libumemcg-cluster)
 
 EXIT STATUS
   0 every scenario ran and balanced (targets are reported, not asserted);
-  1 a scenario failed or did not balance; 2 bad arguments.
+  1 a scenario failed or did not balance, or the plots could not be
+  written; 2 bad arguments (unknown scenario, option or variant, a value
+  out of range, report without --from).
 
 EXAMPLES
   umemcg-bench all --quick --plots out/plots

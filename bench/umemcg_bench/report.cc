@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace umemcg::bench {
 namespace {
@@ -374,16 +375,27 @@ std::string Judge(const Claim& c, double measured) {
   return size ? "yes" : "partly";
 }
 
+// "n/a" without a ratio, "void" when a timed thread had too little of its
+// CPU; nullptr when `c` can be judged.
+const char* Unjudged(const Claim& c) {
+  if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
+  if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
+  return nullptr;
+}
+
+// The ends judged: the median's interval, or min..max without one (either
+// may be NaN when the run had too few repeats).
+std::pair<double, double> JudgedEnds(const Claim& c) {
+  const bool ci = !std::isnan(c.ci_lo) && !std::isnan(c.ci_hi);
+  return ci ? std::pair{c.ci_lo, c.ci_hi} : std::pair{c.lo, c.hi};
+}
+
 }  // namespace
 
 std::string Verdict(const Claim& c) {
-  if (std::isnan(c.measured) || c.measured <= 0) return "n/a";
-  if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) return "void";
+  if (const char* u = Unjudged(c)) return u;
   const std::string v = Judge(c, c.measured);
-  // The ends judged: the median's interval, or the range without one.
-  const bool ci = !std::isnan(c.ci_lo) && !std::isnan(c.ci_hi);
-  const double lo = ci ? c.ci_lo : c.lo;
-  const double hi = ci ? c.ci_hi : c.hi;
+  const auto [lo, hi] = JudgedEnds(c);
   const bool known = !std::isnan(lo) && !std::isnan(hi);
   const bool no_effect_claim = std::isnan(c.target_min) &&
                                std::isnan(c.target_max) &&
@@ -607,12 +619,10 @@ std::vector<Claim> BaselineChecks(const std::vector<Result>& rs) {
     Claim c;
     c.name = std::string(s.scenario) + ": per-thread vs unaccounted (ops/s)";
     Measure(c, more, base);
-    if (std::isnan(c.measured) || c.measured <= 0) {
-      c.verdict = "n/a";
-    } else if (!std::isnan(c.on_cpu) && c.on_cpu < kMinOnCpu) {
-      c.verdict = "void";
+    if (const char* u = Unjudged(c)) {
+      c.verdict = u;
     } else {
-      const double low = std::isnan(c.ci_lo) ? c.lo : c.ci_lo;
+      const double low = JudgedEnds(c).first;
       c.verdict = !std::isnan(low) && low > 1 ? "slow" : "ok";
     }
     out.push_back(std::move(c));

@@ -5,11 +5,12 @@
 // published figure and ratio, umemcg's measured ratio here, and a
 // one-word verdict), and SVG plots drawn with gnuplot.
 //
-// Verdicts. "void" when a timed thread of either side was on a CPU less
-// than kMinOnCpu of the time (the machine was too busy: the ratio then
-// measures the scheduler). With a target from the issue: "yes" when it is
-// met, "partly" when the direction is right but the target missed, "no"
-// otherwise.
+// Verdicts. "void" when the lower of the two sides' on-CPU shares (each
+// the median over the repeats of its least-scheduled timed thread) is
+// below kMinOnCpu (the machine was too busy: the ratio then measures the
+// scheduler; one disturbed repeat alone does not void a claim).
+// With a target from the issue: "yes" when it is met, "partly" when the
+// direction is right but the target missed, "no" otherwise.
 // Without one: "yes" when the direction matches the kernel's and the
 // effect's size (|ln ratio|) is within a factor of two of the kernel's (or
 // both are below 0.05, "no effect"),
@@ -100,7 +101,8 @@ struct Claim {
   // The median's confidence interval (kCiConfidence; see MedianCiRank).
   double ci_lo = NAN;
   double ci_hi = NAN;
-  // The lowest on-CPU share of a timed thread on either side.
+  // The lower of the two sides' median (over the repeats) on-CPU share of
+  // their least-scheduled timed thread.
   double on_cpu = NAN;
   std::string verdict;  // yes / partly / no / noise / void / n/a
 };

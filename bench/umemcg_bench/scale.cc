@@ -7,9 +7,10 @@
 //      on --threads creators at once (default: the allowed CPUs);
 //   2. charge and uncharge one page in every leaf; RSS growth / N is
 //      bytes_per_group (glibc's free memory trimmed first);
-//   3. 20 rounds (--quick 10) of: one memory.stat update in every leaf
-//      (every group dirty on this CPU), 50 memory.stat reads of random
-//      leaves, one of the root (which then flushes every group);
+//   3. 20 rounds (10 when --seconds < 1, as under --quick) of: one
+//      memory.stat update in every leaf (every group dirty on this CPU),
+//      50 memory.stat reads of random leaves, one of the root (which then
+//      flushes every group);
 //   4. a hot thread (its own CPU) charges and uncharges one page of a hot
 //      group, timing each pair, and every 8th pair also charges one of 64
 //      busy groups (the other tenants): first alone for a quarter of

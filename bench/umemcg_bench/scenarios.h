@@ -8,16 +8,19 @@
 //
 //   sendfile     A1, netperf TCP_SENDFILE: sender/receiver pairs, 10 KiB
 //                messages, per-socket forward allocation; variants umemcg
-//                (at each --batch), unaccounted, naive.
+//                (at each --batch), unaccounted, naive, and the peers'
+//                per-thread and per-leaf-quantum (peers.h).
 //   multitenant  A2: K tenants' rx charges by a few "softirq" threads;
-//                variants slots1, slots7 (stock slots), unaccounted.
+//                variants slots1, slots7 (stock slots), unaccounted,
+//                per-thread, per-leaf-quantum.
 //   pagefault1/2/3, fallocate
 //                B, will-it-scale page_fault1/2/3 and fallocate1: stat
 //                variants global, pergroup, naive-walk and unaccounted, at
 //                depths 2 and 4, 1 and N tasks, process or thread mode.
 //   kmem         C, the kmem_cache loop: unaccounted, immediate, cached
-//                (64 B, 1 thread); with --threads, 4 KiB objects on N
-//                threads: percpu vs shared-pool.
+//                (64 B, 1 thread, at each --batch); with --threads, 4 KiB
+//                objects on N threads: percpu vs shared-pool (the first
+//                --batch). Both also run per-thread and per-leaf-quantum.
 //   statread     D: memory.stat read latency under writers:
 //                global+whole-tree vs pergroup+subtree.
 //   scale        issue 16: 100,000 groups created, charged, read, removed

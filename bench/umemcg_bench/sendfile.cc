@@ -26,7 +26,8 @@
 // Fields: mbps (payload Mbit/s of 10 KiB messages), pages_per_msg,
 // rmw_per_op (hierarchical counter RMWs per message: for umemcg
 // levels x pages charged and uncharged / batch, since every batch pages
-// cross all levels once on each side; for naive levels x charge calls),
+// cross all levels once on each side; for naive levels x (charge calls +
+// uncharge calls) per message),
 // overhead_vs_unaccounted (1 - msgs/s / unaccounted msgs/s),
 // vs_unaccounted, on_cpu (the lowest on-CPU share of the 2P threads),
 // slack_pages (accounted but not in use once every message is freed: the

@@ -5,8 +5,8 @@
 // ceil(sqrt(G)) parents and the rest as leaves spread over them. W writer
 // threads (--threads; default allowed CPUs - 1, at least 1; pinned from
 // the second allowed CPU on) update `anon` on 10 hot leaves round-robin
-// (+2, -1 alternately); one reader (the calling thread, on the first
-// allowed CPU) reads memory.stat (Group::ReadFile) of a random group every
+// (+2, -1 alternately); one reader (team thread 0, on the first allowed
+// CPU) reads memory.stat (Group::ReadFile) of a random group every
 // 100 us and records each read's latency. Variants:
 //   global+whole-tree  StatsFlushMode::kGlobalWholeTree (before v6.8: one
 //                      global pending count; a reader over it flushes the
