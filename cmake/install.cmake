@@ -8,9 +8,12 @@
 #   lib/libumemcg-metrics.*   component "metrics" (shared and static)
 #   lib/libumemcg-fuse.*      component "fuse" (shared and static; when
 #                             libfuse3 was found)
+#   lib/libumemcg-cluster.*   component "cluster" (shared and static; when
+#                             hiredis was found)
 #   lib/libumemcg-preload.so  the LD_PRELOAD interposer (unsanitized builds)
 #   lib/cmake/umemcg/         the CMake package (find_package(umemcg))
-#   lib/pkgconfig/            umemcg.pc, umemcg-metrics.pc, umemcg-fuse.pc
+#   lib/pkgconfig/            umemcg.pc, umemcg-metrics.pc, umemcg-fuse.pc,
+#                             umemcg-cluster.pc
 #   bin/                      umemcg, umemcg-bench (when built)
 #   share/man/man1/           umemcg.1, umemcg-bench.1
 #   share/doc/umemcg/         README.md and docs/
@@ -20,10 +23,13 @@ include(CMakePackageConfigHelpers)
 set(UMEMCG_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/umemcg)
 set(UMEMCG_INSTALL_PKGCONFIGDIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# ---- Headers. fuse.h only with the fuse component.
+# ---- Headers. fuse.h and cluster.h only with their components.
 set(_umemcg_header_excludes)
 if(NOT TARGET umemcg_fuse)
   list(APPEND _umemcg_header_excludes PATTERN "fuse.h" EXCLUDE)
+endif()
+if(NOT TARGET umemcg_cluster)
+  list(APPEND _umemcg_header_excludes PATTERN "cluster.h" EXCLUDE)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/umemcg
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
@@ -53,7 +59,7 @@ if(TARGET umemcg_preload_ops)
 endif()
 
 set(UMEMCG_COMPONENTS)
-foreach(_component metrics fuse)
+foreach(_component metrics fuse cluster)
   if(TARGET umemcg_${_component})
     list(APPEND UMEMCG_COMPONENTS ${_component})
     install(TARGETS umemcg_${_component}_shared umemcg_${_component}
@@ -74,6 +80,7 @@ if(HTTPLIB_FOUND)
   set(UMEMCG_METRICS_PKG "cpp-httplib")
 endif()
 set(UMEMCG_FUSE_PKG "fuse3")
+set(UMEMCG_CLUSTER_PKG "hiredis")
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/umemcgConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/umemcgConfig.cmake

@@ -49,7 +49,8 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   // bool). A charge can fail at its own level, fit there once that
   // subtree's stocks are back, and then fail at an ancestor whose usage
   // holds other groups' stock: that ancestor is drained too, so stock never
-  // causes a failure that draining would avoid. `over` is always g or an
+  // causes a failure that draining would avoid (for charges that may
+  // reclaim, and under kAdaptive for all; see below). `over` is always g or an
   // ancestor, so `drained` only moves up: at most one drain per level.
   Group* drained = nullptr;
   bool raised_max = false;

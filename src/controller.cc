@@ -292,21 +292,32 @@ void Controller::Report(const char* what, const Group* group, Pages pages) {
   auto same = [&](const internal::PendingReport& r, const Group* rg) {
     return r.ctrl == this && std::string_view(r.what) == what && r.group == rg;
   };
-  for (int i = 0; i < q.n; ++i) {
-    if (same(q.entries[i], g)) {
-      q.entries[i].pages += pages.raw();
-      return;
+  auto add_to = [&](const Group* rg) {
+    for (int i = 0; i < q.n; ++i) {
+      if (same(q.entries[i], rg)) {
+        q.entries[i].pages += pages.raw();
+        return true;
+      }
     }
-  }
-  if (q.n < internal::kMaxDeferredReports - 1) {
-    if (g != nullptr) g->Get();
+    return false;
+  };
+  if (add_to(g)) return;
+  // Groups take all but the last kDeferredAggregates entries; past that a
+  // report joins its (controller, what) sum with no group.
+  if (g != nullptr &&
+      q.n < internal::kMaxDeferredReports - internal::kDeferredAggregates) {
+    g->Get();
     q.entries[q.n++] = {this, what, g, pages.raw()};
     return;
   }
-  // The last entry sums whatever does not fit, with no group.
-  if (q.n == internal::kMaxDeferredReports - 1) {
-    q.entries[q.n++] = {this, what, nullptr, 0};
+  if (g != nullptr && add_to(nullptr)) return;
+  if (q.n < internal::kMaxDeferredReports) {
+    q.entries[q.n++] = {this, what, nullptr, pages.raw()};
+    return;
   }
+  // More distinct (controller, what) sums than there is room for (it takes
+  // kDeferredAggregates + 1 controllers or kinds reporting inside one
+  // scope): the last sum absorbs the rest rather than lose the pages.
   q.entries[q.n - 1].pages += pages.raw();
 }
 
@@ -614,7 +625,7 @@ Status Controller::RemoveGroup(Group& group) {
     own_objcg = group.objcg_.exchange(nullptr, std::memory_order_acq_rel);
     // Order matters: online_ goes false (seq_cst) before the drains read
     // which shards cache the group, so a racing slot install either is
-    // seen there or sees the group offline (see ChargeStock::RefillSlow).
+    // seen there or sees the group offline (see ChargeStock::RefillLocked).
     group.online_.store(false, std::memory_order_seq_cst);
     // Unlink: O(1) in the parent's list, O(1) expected in the index.
     if (group.prev_sibling_ != nullptr) {

@@ -73,10 +73,11 @@ extern constinit thread_local ThreadChargeState tls_charge;
 // stock shard lock or objcg_mu_ is inside one, and a scope ends only after
 // its locks were released, so the hook never runs under them (it may
 // drain, remove groups or set limits). The queue holds a reference on each
-// reported group until delivery; it never allocates (kMaxDeferredReports
-// distinct (controller, what, group) entries, same ones merged by adding
-// pages; past that, reports merge into one per (controller, what) with a
-// null group).
+// reported group until delivery; it never allocates: kMaxDeferredReports
+// entries, same (controller, what, group) ones merged by adding pages. The
+// groups take all but kDeferredAggregates of them; past that, reports
+// merge into one sum per (controller, what) with a null group, and only
+// when those are full too does the last entry absorb the rest.
 class DeferReports {
  public:
   DeferReports();
@@ -85,6 +86,7 @@ class DeferReports {
   DeferReports& operator=(const DeferReports&) = delete;
 };
 inline constexpr int kMaxDeferredReports = 16;
+inline constexpr int kDeferredAggregates = 4;
 
 // Increments a ThreadChargeState depth for the scope's lifetime.
 class DepthScope {
@@ -137,7 +139,8 @@ class ControllerImpl {
   static Group* HighCheck(Group* g, uint64_t batch);
   // Queues memory.high work for `g` unless already queued (kernel:
   // schedule_work(&memcg->high_work)) and wakes whoever runs it. A slow
-  // path of non-blocking charges: no lock, no allocation.
+  // path of non-blocking charges: no lock, and no allocation except the
+  // first call in a fork child, which starts the worker thread there.
   static void ScheduleHighWork(Group* g);
   // Takes the whole queue / runs the work of each group on a taken list
   // (kernel: high_work_func). RunHighWorkList returns the groups run.

@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 
+#include "umemcg/export.h"
 #include "umemcg/group.h"
 #include "umemcg/status.h"
 
@@ -105,11 +106,12 @@ class ExternalLimits {
  public:
   // Attaches `limit` to `group` (not owned). kInvalidArgument for the root,
   // kFailedPrecondition if the group is offline, kBusy if a limit is
-  // already attached.
-  static Status Attach(Group& group, ExternalLimit* limit);
+  // already attached. Attach and Detach are exported from libumemcg.so for
+  // libumemcg-cluster.so; they are not public API.
+  UMEMCG_EXPORT static Status Attach(Group& group, ExternalLimit* limit);
   // Detaches `limit` from `group` and waits until no thread is inside it
   // through the group. kNotFound if it is not the attached one.
-  static Status Detach(Group& group, ExternalLimit* limit);
+  UMEMCG_EXPORT static Status Detach(Group& group, ExternalLimit* limit);
   // The limit attached to `group`, if any (for observers; may be detached
   // right after).
   static bool Attached(const Group& group);

@@ -259,7 +259,12 @@ size_t Controller::RunHighWork() {
 }
 
 std::chrono::milliseconds Group::HandleOverHigh(ChargeFlags flags) {
-  if (internal::tls_charge.over_high_group != this) {
+  // Not from a reclaimer or an OOM handler (as RunHighWork and the charge
+  // path): the reclaim would take the tree lock again and re-enter the
+  // reclaimers. The overage stays pending for a later call.
+  if (internal::tls_charge.over_high_group != this ||
+      internal::tls_charge.in_tree_walk > 0 ||
+      internal::tls_charge.in_reclaim > 0) {
     return std::chrono::milliseconds(0);
   }
   return internal::ControllerImpl::HandleOverHigh(this, flags);

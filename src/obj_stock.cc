@@ -145,7 +145,7 @@ void ObjStock::CacheKmemLocked(ObjStockShard& s, Group* g, int64_t pages) {
   if (pages == 0) return;
   // Never cache (and so pin) a removed group: a charge racing RemoveGroup
   // may complete on it. Read under the shard lock, like ChargeStock's
-  // RefillSlow: RemoveGroup clears online_ before its DrainAll takes this
+  // RefillLocked: RemoveGroup clears online_ before its DrainAll takes this
   // lock, so either that drain flushes what we cache here, or we see the
   // group offline. Relaxed: the lock orders it.
   if (!cache_stats_ || !g->online_.load(std::memory_order_relaxed)) {

@@ -156,12 +156,22 @@ bool PageCounter::CancelLevel(int64_t n) {
   return ok;
 }
 
-bool PageCounter::Cancel(Pages n) {
-  return CancelLevel(static_cast<int64_t>(n.raw()));
+namespace {
+
+// An uncharge of more than any counter can hold (a caller's bug, e.g. a
+// negative count cast to Pages) is cut to kPageCounterMax: it then
+// underflows and is reported like any other excess, where the raw value,
+// cast to int64_t, could be negative and raise the usage instead.
+int64_t UnchargeDelta(Pages n) {
+  return static_cast<int64_t>(std::min(n, kPageCounterMax).raw());
 }
 
+}  // namespace
+
+bool PageCounter::Cancel(Pages n) { return CancelLevel(UnchargeDelta(n)); }
+
 bool PageCounter::Uncharge(Pages n) {
-  const auto nr = static_cast<int64_t>(n.raw());
+  const int64_t nr = UnchargeDelta(n);
   bool ok = true;
   for (PageCounter* c = this; c != nullptr; c = c->parent_) {
     ok &= c->CancelLevel(nr);

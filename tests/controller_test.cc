@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "controller_impl.h"
 #include "test_util.h"
 
 namespace umemcg {
@@ -195,6 +196,65 @@ TEST(ControllerTest, UnderflowIsClampedCountedAndReported) {
   t.Drain();
   EXPECT_EQ(g->usage(), Pages(3));
   g->Uncharge(Pages(3));
+}
+
+// Group::Uncharge's contract (clamp, count, report) holds for a count no
+// counter can hold too; it raised the usage before (UINT64_MAX as -1).
+TEST(ControllerTest, HugeUnchargeIsAnUnderflow) {
+#if UMEMCG_DCHECK_IS_ON
+  GTEST_SKIP() << "debug builds abort on underflow by design";
+#endif
+  TestController t;
+  GroupRef g = t.Make("g");
+  for (const bool direct : {false, true}) {
+    ASSERT_TRUE(g->TryCharge(Pages(2), ChargeFlags::kNone).ok());
+    t.Drain();
+    if (direct) {
+      g->UnchargeDirect(Pages(UINT64_MAX));
+    } else {
+      g->Uncharge(Pages(UINT64_MAX));
+    }
+    EXPECT_EQ(g->usage(), Pages(0)) << direct;
+    EXPECT_EQ(t.ctrl->root().usage(), Pages(0)) << direct;
+  }
+  EXPECT_EQ(t.ctrl->underflows(), 2u);
+  ASSERT_EQ(t.errors.size(), 2u);
+  EXPECT_EQ(t.errors[0], "underflow");
+  EXPECT_EQ(t.errors[1], "underflow");
+}
+
+// Reports queued under a lock past the queue's group entries: each
+// (controller, what) keeps its own sum. Before, one catch-all entry took
+// them all, so controller b's underflow went to controller a's hook.
+TEST(ControllerTest, DeferredReportsPastTheQueueKeepTheirController) {
+#if UMEMCG_DCHECK_IS_ON
+  GTEST_SKIP() << "debug builds abort on underflow by design";
+#endif
+  TestController a;
+  TestController b;
+  std::vector<GroupRef> groups;
+  for (int i = 0; i < internal::kMaxDeferredReports + 2; ++i) {
+    std::string name = "g";  // not "g" + ...: GCC 12's -Wrestrict misfires
+    name += std::to_string(i);
+    groups.push_back(a.Make(name));
+  }
+  GroupRef other = b.Make("other");
+  {
+    internal::DeferReports defer;
+    for (GroupRef& g : groups) {
+      internal::ControllerImpl::UnchargeCounters(g.get(), 1);
+    }
+    internal::ControllerImpl::UnchargeCounters(other.get(), 1);
+    EXPECT_TRUE(a.errors.empty());  // queued, not delivered
+  }
+  EXPECT_EQ(a.ctrl->underflows(), groups.size());
+  EXPECT_EQ(b.ctrl->underflows(), 1u);
+  // kMax - kDeferredAggregates with their group, then one sum for the rest.
+  EXPECT_EQ(a.errors.size(),
+            static_cast<size_t>(internal::kMaxDeferredReports -
+                                internal::kDeferredAggregates + 1));
+  ASSERT_EQ(b.errors.size(), 1u);
+  EXPECT_EQ(b.errors[0], "underflow");
 }
 
 TEST(ControllerTest, DestructionFreesGroupsAndStocks) {

@@ -123,7 +123,9 @@ TEST(FilesTest, LimitParsingFollowsPageCounterMemparse) {
       {"08", nullptr},  // not an octal digit
       {"0x", nullptr},
       {"1K2", nullptr},
-      {"G", nullptr},
+      {"G", "0\n"},  // a bare suffix is 0: memparse consumes it anyway
+      {"k\n", "0\n"},
+      {"GG", nullptr},
   };
   TestController t;
   GroupRef g = t.Make("g");
@@ -148,6 +150,14 @@ TEST(FilesTest, ParseHelpersAreExposed) {
   EXPECT_EQ(ParseMemoryLimit("max").value(), kPageCounterMax);
   EXPECT_FALSE(ParseMemorySize("max").ok());
   EXPECT_EQ(ParseMemorySize(" 3K ").value(), 3072u);
+  // The kernel's memparse consumes a suffix with no digits before it: a
+  // bare "K" is 0 (page_counter_memparse then accepts it), where "x" or
+  // "KB" is not a size.
+  EXPECT_EQ(ParseMemorySize("K").value(), 0u);
+  EXPECT_EQ(ParseMemoryLimit("m").value(), Pages(0));
+  EXPECT_FALSE(ParseMemorySize("x").ok());
+  EXPECT_FALSE(ParseMemoryLimit("KB").ok());
+  EXPECT_FALSE(ParseMemorySize("").ok());
   EXPECT_EQ(FormatMemoryLimit(Pages(1)), "4096\n");
   EXPECT_EQ(FormatMemoryLimit(kPageCounterMax), "max\n");
 }

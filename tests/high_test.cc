@@ -114,6 +114,38 @@ TEST(HighTest, NoThrottleReturnsThePenaltyInstead) {
   g->UnchargeDirect(g->usage());
 }
 
+// A reclaimer that runs the thread's pending memory.high handling: it used
+// to reclaim from inside the reclaim walk (the tree lock taken twice on one
+// thread, the reclaimers re-entered). Now it waits for a later call.
+TEST(HighTest, HandleOverHighFromAReclaimerWaits) {
+  TestController t({.batch = 64});
+  GroupRef g = t.Make("g");
+  ASSERT_TRUE(g->SetHigh(MiB(100)).ok());
+  struct Nested : Reclaimer {
+    Group* g;
+    int depth = 0, max_depth = 0;
+    int64_t inner_penalty = -1;
+    Pages Reclaimable() override { return Pages(1); }
+    Pages Reclaim(Pages) override {
+      max_depth = std::max(max_depth, ++depth);
+      inner_penalty = g->HandleOverHigh(ChargeFlags::kNoThrottle).count();
+      --depth;
+      return Pages(0);
+    }
+  } nested;
+  nested.g = g.get();
+  ASSERT_TRUE(g->AddReclaimer(&nested).ok());
+  // 110 MiB without throttling leaves this thread's overage pending.
+  ASSERT_TRUE(g->TryCharge(MiB(110), ChargeFlags::kNone).ok());
+  (void)g->Reclaim(Pages(1));
+  EXPECT_EQ(nested.max_depth, 1);
+  EXPECT_EQ(nested.inner_penalty, 0);
+  // Still pending, handled outside the walk.
+  EXPECT_GT(g->HandleOverHigh(ChargeFlags::kNoThrottle).count(), 0);
+  ASSERT_TRUE(g->RemoveReclaimer(&nested).ok());
+  g->UnchargeDirect(g->usage());
+}
+
 TEST(HighTest, SmallOverageIsForgiven) {
   TestController t({.batch = 64});
   GroupRef g = t.Make("g");

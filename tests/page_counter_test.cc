@@ -88,6 +88,25 @@ TEST(PageCounterTest, UnderflowClampsToZeroAndIsCounted) {
   EXPECT_EQ(c.root.usage(), Pages(1));
 }
 
+// More than any counter holds (a negative count cast to Pages): an
+// underflow, not a negative delta that raised the usage by one page.
+TEST(PageCounterTest, HugeUnchargeUnderflowsInsteadOfRaisingUsage) {
+#if UMEMCG_DCHECK_IS_ON
+  GTEST_SKIP() << "debug builds abort on underflow by design";
+#endif
+  Chain c;
+  c.leaf.Charge(Pages(2));
+  EXPECT_FALSE(c.leaf.Uncharge(Pages(UINT64_MAX)));
+  EXPECT_EQ(c.leaf.usage(), Pages(0));
+  EXPECT_EQ(c.root.usage(), Pages(0));
+  EXPECT_EQ(c.leaf.underflows(), 1u);
+  c.leaf.Charge(Pages(2));
+  EXPECT_FALSE(c.leaf.Cancel(Pages(UINT64_MAX - 1)));
+  EXPECT_EQ(c.leaf.usage(), Pages(0));
+  EXPECT_EQ(c.leaf.underflows(), 2u);
+  c.root.Uncharge(c.root.usage());
+}
+
 TEST(PageCounterTest, SetMaxBelowUsageIsBusy) {
   PageCounter pc(nullptr);
   pc.Charge(Pages(10));

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     if (k == "--value-size") value_size = std::atol(v.c_str());
     if (k == "--keys") keys = std::atol(v.c_str());
   }
-  if (port <= 0) {
+  if (port <= 0 || keys <= 0 || value_size < 0 || requests < 0) {
     std::fprintf(stderr,
                  "usage: tenant_cache_load --port=N [--tenants=a,b] "
                  "[--requests=N] [--value-size=B] [--keys=N]\n");

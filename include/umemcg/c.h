@@ -20,7 +20,11 @@
  *  (4) Strings are NUL-terminated UTF-8. Names are at most 255 bytes.
  *      umemcg_file_write takes bytes and a length, as write(2) does.
  *  (5) Every function may be called from any thread. Callbacks (reclaimer,
- *      OOM, events) run on the thread that triggered them.
+ *      OOM, events) run on the thread that triggered them, except those of
+ *      the memory.high reclaim after charges that may not block: with
+ *      UMEMCG_HIGH_WORK_THREAD (the default) they run on the controller's
+ *      worker thread, with UMEMCG_HIGH_WORK_MANUAL on the thread calling
+ *      umemcg_run_high_work.
  *
  * Sizes are pages (4096 bytes) unless a name says bytes.
  */

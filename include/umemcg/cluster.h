@@ -28,13 +28,15 @@
 //   auto binding = cluster.value()->Bind(*tenant_a, "tenants/a").value();
 //   tenant_a->TryCharge(Pages(3));   // from the lease, no network
 //
-// Charges that may not block (no kMayReclaim) never do network I/O: beyond
-// the current lease they fail at once (kAgain while the lease is merely
-// short, kResourceExhausted after the cluster refused), and the lease is
-// grown in the background. Blocking charges wait at most the command
-// timeout for Redis, once; while Redis is unreachable they fail at once
-// with kAgain, and charges within the current lease keep working until it
-// expires locally.
+// Charges that may not block (no kMayReclaim) never do network I/O. Beyond
+// the current lease the lease is grown in the background, and the charge
+// fails at once (kResourceExhausted after the cluster refused, kAgain while
+// the lease is merely short) unless it has kHigh or kNoFail (kChargeAtomic
+// is kHigh): those are forced past the lease (ChargeResult::forced) and the
+// background thread has the cluster count the usage. Blocking charges wait at
+// most the command timeout for Redis, once; while Redis is unreachable they
+// fail at once with kAgain, and charges within the current lease keep working
+// until it expires locally.
 //
 // Crash safety: leases expire on the server (lease_ttl) unless renewed by
 // the node's background thread every `heartbeat`; expired leases are

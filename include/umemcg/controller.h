@@ -185,7 +185,9 @@ struct ControllerOptions {
   // Pages charged per counter walk and cached per CPU per group
   // (MEMCG_CHARGE_BATCH). 64 is the kernel's since v6.1; 32 before.
   // 1..4096 (slot counts are 32-bit; the kernel's uint8 stops at 127).
-  // Usage may over-report a group by up to nr_cpus x batch pages.
+  // A group's own stock slots hold up to nr_cpus x batch pages, and an
+  // ancestor's usage also counts its descendants' (Group, Usage
+  // over-report).
   int batch = 64;
   // kAdaptive: `batch` is where each group starts and the floor of its
   // growth; `batch_max` (batch..4096) its ceiling.

@@ -27,11 +27,15 @@
 // charge is counted in the root's counter, so root usage = sum of its
 // children's.
 //
-// Usage over-report. Pages held in per-CPU stocks are charged but unused:
-// usage() exceeds the pages handed out by at most nr_cpus x batch() pages
-// per group (StockedPages() says how much exactly; stocks are drained
-// before any OOM decision, so stock never causes a failure draining would
-// avoid).
+// Usage over-report. Pages held in per-CPU stocks are charged (to the
+// group and every ancestor) but unused. A group's own slots hold at most
+// nr_cpus x batch() pages (StockedPages() says how much exactly); an
+// ancestor's usage() also counts what its descendants' slots hold, at most
+// nr_cpus x stock slots x their batch. A charge that may reclaim drains
+// every refusing level's subtree before any OOM decision, so stock never
+// causes a failure draining would avoid; a charge that may not (no
+// kMayReclaim) is refused without draining under BatchPolicy::kFixed, as
+// the kernel refuses an atomic charge, and drains first under kAdaptive.
 //
 // Thread safety: every method may be called from any thread. TryCharge and
 // Uncharge never take a blocking lock and never allocate on the stock-hit
@@ -300,6 +304,8 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Runs this thread's pending memory.high handling now if it belongs to
   // this group (the kernel does it on return to user space): reclaim, then
   // sleep (or return the penalty with kNoThrottle). Returns the penalty.
+  // From inside a reclaimer or OOM handler it does nothing and returns 0;
+  // the overage stays pending.
   std::chrono::milliseconds HandleOverHigh(ChargeFlags flags = kChargeDefault);
 
   // A new reference to the group's objcg, for byte-granular object
@@ -427,8 +433,9 @@ class UMEMCG_EXPORT alignas(64) Group {
   // CPU's stock caches for it (ControllerOptions::batch, or what the
   // adaptive policy set last; 0 = no stock).
   int batch() const { return batch_.load(std::memory_order_relaxed); }
-  // nr_cpus x batch(): the most stock can over-report this group's usage
-  // now (the adaptive policy drains the group's stocks when it lowers it).
+  // nr_cpus x batch(): the most this group's own stock slots can hold now
+  // (the adaptive policy trims them when it lowers the batch). Its
+  // descendants' slots are not counted, though its usage includes them.
   Pages StockSlackBound() const;
 
   uint64_t events(MemoryEvent e) const {

@@ -84,8 +84,9 @@ class UMEMCG_EXPORT TreeReader {
   static std::unique_ptr<TreeReader> ForController(Controller& controller);
   // A reader of the cgroup-v2 directory `dir` (followed if a symlink).
   // Below `dir` no symlink is followed: a group path resolves one
-  // directory at a time (openat with O_NOFOLLOW). kNotFound /
-  // kInvalidArgument if `dir` is not an openable directory.
+  // directory at a time (openat with O_NOFOLLOW). If `dir` is not an
+  // openable directory: kNotFound (missing), kInvalidArgument (not a
+  // directory) or kPermissionDenied.
   static StatusOr<std::unique_ptr<TreeReader>> ForDirectory(
       std::string_view dir);
 };
@@ -190,9 +191,10 @@ class UMEMCG_EXPORT MetricsServer {
 // means 127.0.0.1: loopback unless asked otherwise; port 0 picks a free
 // one) and starts serving `controller`'s metrics. Returns when the server
 // accepts connections. kInvalidArgument for a malformed address,
-// kFailedPrecondition if binding fails or the library was built without
-// cpp-httplib. `controller` must outlive the server or be destroyed first
-// (which stops it).
+// kAddressInUse if the address is taken, kPermissionDenied if binding it
+// is not allowed, kFailedPrecondition if binding fails otherwise or the
+// library was built without cpp-httplib. `controller` must outlive the
+// server or be destroyed first (which stops it).
 UMEMCG_EXPORT StatusOr<std::unique_ptr<MetricsServer>> ServeMetrics(
     Controller& controller, std::string_view address = "127.0.0.1:0",
     const MetricsServerOptions& options = {});

@@ -5,8 +5,10 @@
 // a charge is added to the counter and every ancestor, so a parent's usage is
 // its own charges plus all of its descendants'.
 //
-//   usage     pages charged here and below (may exceed max only through
-//             forced charges, or transiently by one in-flight TryCharge)
+//   usage     pages charged here and below (may exceed max through forced
+//             charges, a max lowered below it (ExchangeMax, as a write to
+//             memory.max does before reclaiming), or transiently by the
+//             sizes of the TryCharges in flight)
 //   max       hard limit: TryCharge fails at the first level where
 //             usage + n > max (usage == max is allowed)
 //   high      throttle limit; stored here, enforced by Group (memory.high)

@@ -149,7 +149,8 @@ Status WriteLimit(Group& g, std::string_view text, WriteMode mode,
 
 Status WriteReclaim(Group& g, std::string_view text) {
   const std::string_view s = StripSpace(text);
-  // The size: memparse with no "max" token; no digits is EINVAL.
+  // The size: memparse with no "max" token; nothing consumed (neither
+  // digits nor a suffix) is EINVAL, as the kernel's buf == old_buf check.
   uint64_t bytes = 0;
   const size_t end = internal::MemParse(s, &bytes);
   if (end == 0) return Invalid("memory.reclaim: expected a size");

@@ -69,11 +69,9 @@ size_t ParseUnsigned(std::string_view s, uint64_t* value, bool* overflow) {
 size_t MemParse(std::string_view s, uint64_t* bytes) {
   bool overflow = false;
   uint64_t v = 0;
+  // No digits is not the end: like the kernel's, a suffix alone ("K") is
+  // consumed and reads as 0.
   size_t n = ParseUnsigned(s, &v, &overflow);
-  if (n == 0) {
-    *bytes = 0;
-    return 0;
-  }
   int shift = 0;
   if (n < s.size()) {
     switch (s[n]) {

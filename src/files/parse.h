@@ -20,8 +20,9 @@ std::string_view StripSpace(std::string_view s);
 size_t ParseUnsigned(std::string_view s, uint64_t* value, bool* overflow);
 
 // The kernel's memparse(): ParseUnsigned plus at most one K/M/G/T/P/E
-// suffix (either case, powers of 1024). Returns the characters consumed (0
-// if no number); *bytes saturates at UINT64_MAX.
+// suffix (either case, powers of 1024), consumed even after no digits (a
+// bare "K" is 0, as in the kernel). Returns the characters consumed (0 if
+// neither a number nor a suffix); *bytes saturates at UINT64_MAX.
 size_t MemParse(std::string_view s, uint64_t* bytes);
 
 }  // namespace umemcg::internal

@@ -36,6 +36,7 @@ Status FromErrno(int err, std::string_view what) {
   StatusCode code = StatusCode::kFailedPrecondition;
   switch (err) {
     case EINVAL:
+    case ENOTDIR:  // a directory was asked for and something else is there
       code = StatusCode::kInvalidArgument;
       break;
     case EBUSY:

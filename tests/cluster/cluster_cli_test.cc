@@ -10,6 +10,7 @@
 
 #include "cluster.h"
 #include "cluster_test_util.h"
+#include "ops/ops_test_util.h"
 
 namespace umemcg::cluster_test {
 namespace {
@@ -94,6 +95,22 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
                             " cluster --redis=rediss://127.0.0.1:1 tree");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("TLS"), std::string::npos) << out;
+}
+
+TEST(ClusterCliTest, BatchTopStopsRightAwayOnSigint) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  // A signal ends the wait for the next refresh (sleep_for would sleep on
+  // for the rest of the minute).
+  int status = 0;
+  const std::optional<std::chrono::milliseconds> took =
+      testing::TimeToExitAfterSignal(
+          {UMEMCG_CLI_PATH, "cluster", "--redis=" + redis.value()->url(), "top",
+           "-b", "-d", "60"},
+          SIGINT, std::chrono::seconds(20), &status);
+  ASSERT_TRUE(took.has_value()) << "no exit within 20 s of SIGINT";
+  EXPECT_LT(took->count(), 5000);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 }  // namespace

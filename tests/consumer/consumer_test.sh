@@ -3,19 +3,20 @@
 # its users do (ctest: consumer_test):
 #   1. installs the build tree into a scratch prefix (cmake --install);
 #   2. find_package: a C++ program with find_package(umemcg 0.2 CONFIG
-#      REQUIRED COMPONENTS metrics [fuse]), linked shared and static; an
-#      incompatible version request (0.3) must be refused;
+#      REQUIRED COMPONENTS metrics [fuse] [cluster]), linked shared and
+#      static; an incompatible version request (0.3) must be refused;
 #   3. pkg-config: a C program compiled with a plain compiler line from
-#      `pkg-config --cflags --libs umemcg`;
+#      `pkg-config --cflags --libs umemcg`; the components' modules exist;
 #   4. subproject: FetchContent from the source directory; the parent's
 #      default build makes only the libraries it links (the library compiles
 #      again: ccache is used when installed); its install step must install
 #      nothing of umemcg.
 #
 # usage: consumer_test.sh BUILD_DIR SOURCE_DIR C_COMPILER CXX_COMPILER
-#                         WITH_FUSE(ON|OFF)
+#                         WITH_FUSE(ON|OFF) WITH_CLUSTER(ON|OFF)
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cc=$3 cxx=$4 with_fuse=$5
+with_cluster=${6:-OFF}
 # Scratch space in the build tree, at the same path each run so that
 # ccache recognises the subproject's compiles; removed when all passed
 # (kept for a look otherwise).
@@ -44,9 +45,10 @@ soname=$(readelf -d "${libdir}/libumemcg.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1
 echo "libumemcg.so SONAME ${soname}"
 [ "${soname}" = "libumemcg.so.0.2" ] || { echo "unexpected SONAME"; exit 1; }
 
-step "find_package (C++, components metrics$([ "${with_fuse}" = ON ] && echo ' fuse'))"
+step "find_package (C++, components metrics$([ "${with_fuse}" = ON ] && echo ' fuse')$([ "${with_cluster}" = ON ] && echo ' cluster'))"
 cmake -S "${src}/tests/consumer/find_package" -B "${work}/fp" "${common[@]}" \
-      -DCMAKE_PREFIX_PATH="${prefix}" -DWITH_FUSE="${with_fuse}" >"${work}/fp.log" \
+      -DCMAKE_PREFIX_PATH="${prefix}" -DWITH_FUSE="${with_fuse}" \
+      -DWITH_CLUSTER="${with_cluster}" >"${work}/fp.log" \
   || { cat "${work}/fp.log"; exit 1; }
 grep "found umemcg" "${work}/fp.log"
 cmake --build "${work}/fp" >"${work}/fp-build.log" || { cat "${work}/fp-build.log"; exit 1; }
@@ -71,6 +73,11 @@ echo "pkg-config --cflags --libs umemcg: ${flags}"
   "${src}/tests/consumer/pkg_config/main.c" ${flags} -o "${work}/consumer_c"
 LD_LIBRARY_PATH="${libdir}" "${work}/consumer_c"
 PKG_CONFIG_PATH="${pcdir}" pkg-config --exists "umemcg >= 0.2" "umemcg-metrics = 0.2.0"
+if [ "${with_cluster}" = ON ]; then
+  PKG_CONFIG_PATH="${pcdir}" pkg-config --exists "umemcg-cluster = 0.2.0"
+  PKG_CONFIG_PATH="${pcdir}" pkg-config --static --libs umemcg-cluster | grep -q -- -lhiredis \
+    || { echo "umemcg-cluster.pc does not name hiredis"; exit 1; }
+fi
 
 step "subproject (FetchContent, SOURCE_DIR ${src})"
 cmake -S "${src}/tests/consumer/subproject" -B "${work}/sub" "${common[@]}" \

@@ -87,6 +87,18 @@ TEST_F(CliTest, TopOnceGolden) {
   EXPECT_EQ(headers, 2u);
 }
 
+TEST_F(CliTest, BatchTopStopsRightAwayOnSigint) {
+  // A signal ends the wait for the next refresh (sleep_for would sleep on
+  // for the rest of the minute).
+  int status = 0;
+  const std::optional<std::chrono::milliseconds> took =
+      TimeToExitAfterSignal({kCli, "top", "-b", "-d", "60", fix_}, SIGINT,
+                            std::chrono::seconds(20), &status);
+  ASSERT_TRUE(took.has_value()) << "no exit within 20 s of SIGINT";
+  EXPECT_LT(took->count(), 5000);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 TEST_F(CliTest, MetricsGolden) {
   ExpectGoldenRun("metrics " + Quote(fix_), "metrics.txt");
 }

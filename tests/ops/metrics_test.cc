@@ -149,6 +149,23 @@ TEST(MetricsParseTest, GroupPathsCannotLeaveTheTree) {
   }
 }
 
+TEST(MetricsParseTest, ForDirectorySaysWhyItCannotOpen) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  WriteText(dir.path() + "/file", "1\n");
+  EXPECT_TRUE(TreeReader::ForDirectory(dir.path()).ok());
+  // A regular file (ENOTDIR) is an invalid argument, not a failed
+  // precondition.
+  EXPECT_EQ(TreeReader::ForDirectory(dir.path() + "/file").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TreeReader::ForDirectory(dir.path() + "/file/x").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TreeReader::ForDirectory(dir.path() + "/missing").status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(TreeReader::ForDirectory("").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(MetricsFormatTest, TextExpositionGolden) {
   MetricsSnapshot s;
   GroupSample root;

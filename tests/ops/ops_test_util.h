@@ -1,26 +1,32 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Helpers for the operator-interface tests: shell commands with their
-// output, temporary directories, mount checks and unhurried waiting (the
-// tests run under TSan on a loaded 2-CPU machine: waits are for a
-// condition, with a generous deadline, never a fixed sleep).
+// output, temporary directories, mount checks, signalling a program and
+// unhurried waiting (the tests run under TSan on a loaded 2-CPU machine:
+// waits are for a condition, with a generous deadline, never a fixed
+// sleep).
 
 #ifndef UMEMCG_TESTS_OPS_OPS_TEST_UTIL_H_
 #define UMEMCG_TESTS_OPS_OPS_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace umemcg::testing {
 
@@ -113,6 +119,69 @@ inline bool WaitFor(const std::function<bool()>& done) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+// True if process `pid` has a handler for `sig` (SigCgt in its status).
+inline bool CatchesSignal(pid_t pid, int sig) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigCgt:", 0) == 0) {
+      return ((std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1) != 0;
+    }
+  }
+  return false;
+}
+
+// Starts program `args[0]` with `args` (output to /dev/null), waits until
+// it has a handler for `sig`, sends `sig` and returns how long it then
+// took to exit; `*status` is its wait status. nullopt if it exited before
+// catching the signal, or did not exit within `limit` (it is killed).
+inline std::optional<std::chrono::milliseconds> TimeToExitAfterSignal(
+    const std::vector<std::string>& args, int sig, std::chrono::seconds limit,
+    int* status) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return std::nullopt;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  // The program's own handler: after the exec (before it, the child has
+  // this process's handlers).
+  const auto execed = [&] {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string arg0;
+    std::getline(in, arg0, '\0');
+    return arg0 == args[0];
+  };
+  bool exited = false;
+  const bool ready = WaitFor([&] {
+    exited = ::waitpid(pid, status, WNOHANG) == pid;
+    return exited || (execed() && CatchesSignal(pid, sig));
+  });
+  if (exited) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  if (ready) ::kill(pid, sig);
+  while (ready && std::chrono::steady_clock::now() - start < limit) {
+    if (::waitpid(pid, status, WNOHANG) == pid) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, status, 0);
+  return std::nullopt;
 }
 
 }  // namespace umemcg::testing

@@ -6,6 +6,7 @@
 // sometimes does not fit: max and oom events), mounts its group tree and
 // serves Prometheus metrics, until SIGINT / SIGTERM or --seconds.
 //
+//   mkdir -p /tmp/umemcg-demo
 //   umemcg-demo --mount /tmp/umemcg-demo &
 //   umemcg top /tmp/umemcg-demo
 //   curl -s 127.0.0.1:9464/metrics | grep '^umemcg_memory_current'

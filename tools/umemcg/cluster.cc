@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "format.h"
+#include "top.h"
 
 namespace umemcg::cli {
 namespace {
@@ -150,8 +151,8 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
           read(STDIN_FILENO, &key, 1) == 1 && key == 'q') {
         break;
       }
-    } else {
-      std::this_thread::sleep_for(options.delay);
+    } else if (!WaitUnlessInterrupted(options.delay, g_interrupted)) {
+      break;
     }
     if (g_interrupted) break;
     std::optional<ClusterSnapshot> now = sample();

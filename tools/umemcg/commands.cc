@@ -10,12 +10,11 @@ namespace umemcg::cli {
 namespace {
 
 // Files holding one size in bytes (or "max"), shown human-readable.
-constexpr std::array<std::string_view, 13> kSizeFiles = {
-    "memory.current",  "memory.min",          "memory.low",
-    "memory.high",     "memory.max",          "memory.peak",
-    "memory.stock",    "memory.swap.current", "memory.swap.high",
-    "memory.swap.max", "memory.swap.peak",    "memory.zswap.current",
-    "memory.zswap.max"};
+constexpr std::array<std::string_view, 12> kSizeFiles = {
+    "memory.current",      "memory.min",           "memory.low",
+    "memory.high",         "memory.max",           "memory.peak",
+    "memory.swap.current", "memory.swap.high",     "memory.swap.max",
+    "memory.swap.peak",    "memory.zswap.current", "memory.zswap.max"};
 
 bool HasDotDot(std::string_view path) {
   size_t pos = 0;

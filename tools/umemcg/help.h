@@ -35,6 +35,10 @@ COMMANDS
   set DIR/GROUP FILE VALUE   write one, as `echo VALUE > FILE` (4G, 512M,
                              max); a refused write prints the errno's text
   metrics DIR                the subtree in the Prometheus text format
+  cluster SUBCOMMAND         the cluster quota in Redis (when built with
+                             libumemcg-cluster): set-max GROUP SIZE,
+                             remove GROUP, tree, top [--once] [-b] [-d S]
+                             [-n N]; --redis URL, --prefix PREFIX
   `umemcg COMMAND --help` lists a command's options.
 
 EXIT STATUS

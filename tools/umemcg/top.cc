@@ -188,8 +188,7 @@ int RunBatch(Target& target, const TopOptions& options,
              MetricsSnapshot previous) {
   for (int i = 0; !g_interrupted; ++i) {
     if (options.iterations > 0 && i >= options.iterations) break;
-    std::this_thread::sleep_for(options.delay);
-    if (g_interrupted) break;
+    if (!WaitUnlessInterrupted(options.delay, g_interrupted)) break;
     std::optional<MetricsSnapshot> now = SampleOrReport(target);
     if (!now) return 1;
     std::fputs(
@@ -240,6 +239,22 @@ int RunInteractive(Target& target, const TopOptions& options,
 }
 
 }  // namespace
+
+bool WaitUnlessInterrupted(std::chrono::milliseconds delay,
+                           const volatile sig_atomic_t& interrupted) {
+  // poll returns on a signal (EINTR; it is never restarted), where
+  // sleep_for sleeps on. Slices bound the wait for a signal that arrives
+  // between the check and the poll.
+  constexpr std::chrono::milliseconds kSlice{100};
+  const auto deadline = std::chrono::steady_clock::now() + delay;
+  while (!interrupted) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return true;
+    (void)poll(nullptr, 0, static_cast<int>(std::min(left, kSlice).count()));
+  }
+  return false;
+}
 
 int RunTop(Target& target, const TopOptions& options) {
   std::optional<MetricsSnapshot> before = SampleOrReport(target);

@@ -12,6 +12,8 @@
 #ifndef UMEMCG_TOOLS_TOP_H_
 #define UMEMCG_TOOLS_TOP_H_
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -47,6 +49,11 @@ std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
 
 // Runs the command on stdout; returns the exit status.
 int RunTop(Target& target, const TopOptions& options);
+
+// Waits `delay` between refreshes (also for `umemcg cluster top`); returns
+// false early, within 100 ms, once a signal handler sets `interrupted`.
+bool WaitUnlessInterrupted(std::chrono::milliseconds delay,
+                           const volatile sig_atomic_t& interrupted);
 
 }  // namespace umemcg::cli
 

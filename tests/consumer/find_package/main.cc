@@ -1,6 +1,7 @@
 // A consumer of the installed package: the core, the metrics component and
-// (WITH_FUSE) the fuse component, through the public headers only. Exits 0
-// when everything behaves; prints what did not otherwise.
+// (WITH_FUSE, WITH_CLUSTER) the fuse and cluster components, through the
+// public headers only. Exits 0 when everything behaves; prints what did not
+// otherwise.
 
 #include <unistd.h>
 
@@ -9,6 +10,9 @@
 
 #include "umemcg/metrics.h"
 #include "umemcg/umemcg.h"
+#ifdef WITH_CLUSTER
+#include "umemcg/cluster.h"
+#endif
 #ifdef WITH_FUSE
 #include "umemcg/fuse.h"
 #endif
@@ -49,6 +53,14 @@ int main() {
   // before any mount is tried).
   auto mount = umemcg::MountFs(*ctrl, "/nonexistent/umemcg-consumer");
   Check(!mount.ok(), "MountFs on a missing directory fails");
+#endif
+#ifdef WITH_CLUSTER
+  // Component cluster: linked and callable (rediss:// is refused before
+  // any connection is tried).
+  auto cluster =
+      umemcg::Cluster::Connect({.redis_url = "rediss://127.0.0.1:1/0"});
+  Check(cluster.status().code() == umemcg::StatusCode::kFailedPrecondition,
+        "Cluster::Connect refuses rediss://");
 #endif
 #ifdef PRELOAD_PATH
   Check(::access(PRELOAD_PATH, R_OK) == 0, "umemcg::preload names a file");
