@@ -758,21 +758,52 @@ TEST(UmemcgBenchTest, PercentileIsTheNearestRank) {
   EXPECT_TRUE(std::isnan(Percentile({}, 0.5)));
 }
 
+// Which --batch values each scenario measures (the binary's note on the
+// others rests on this).
+TEST(UmemcgBenchTest, BatchesMeasuredPerScenario) {
+  Params p;
+  p.batches = {32, 64, 128};
+  EXPECT_EQ(BatchesMeasured("sendfile", p), 3u);
+  EXPECT_EQ(BatchesMeasured("kmem", p), 3u);
+  EXPECT_EQ(BatchesMeasured("multitenant", p), 1u);
+  EXPECT_EQ(BatchesMeasured("pagefault2", p), 1u);
+  EXPECT_EQ(BatchesMeasured("fallocate", p), 1u);
+  EXPECT_EQ(BatchesMeasured("statread", p), 0u);
+  EXPECT_EQ(BatchesMeasured("scale", p), 0u);
+  p.threads = 2;
+  EXPECT_EQ(BatchesMeasured("kmem", p), 1u);
+}
+
 #ifdef UMEMCG_BENCH_BINARY
+// Runs the umemcg-bench binary with `args` (redirections included) and
+// returns what it wrote to the pipe; *status is pclose's.
+std::string RunBench(const std::string& args, int* status) {
+  const std::string cmd = std::string(UMEMCG_BENCH_BINARY) + " " + args;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) {
+    *status = -1;
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
+  *status = pclose(f);
+  return out;
+}
+
 // Every usage error exits 2, as --help and the man page say; CLI11's own
 // codes (105, 106, 109) leaked out before. --help exits 0.
 TEST(UmemcgBenchTest, BinaryUsageErrorsExit2) {
   for (const char* args :
        {"nosuchscenario", "", "kmem --no-such-option", "kmem --threads 0",
         "kmem --batch 0", "kmem --variant nosuch", "report"}) {
-    const std::string cmd =
-        std::string(UMEMCG_BENCH_BINARY) + " " + args + " >/dev/null 2>&1";
-    const int st = std::system(cmd.c_str());
+    int st = 0;
+    RunBench(std::string(args) + " >/dev/null 2>&1", &st);
     ASSERT_TRUE(WIFEXITED(st)) << args;
     EXPECT_EQ(WEXITSTATUS(st), 2) << args;
   }
-  const int st = std::system(
-      (std::string(UMEMCG_BENCH_BINARY) + " --help >/dev/null").c_str());
+  int st = 0;
+  RunBench("--help >/dev/null", &st);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
 }
@@ -781,15 +812,13 @@ TEST(UmemcgBenchTest, BinaryUsageErrorsExit2) {
 // stderr (it was dropped silently); sendfile measures each, no note.
 TEST(UmemcgBenchTest, BinaryNotesIgnoredBatches) {
   auto run = [](const std::string& args) {
-    const std::string cmd = std::string(UMEMCG_BENCH_BINARY) + " " + args +
-                            " --seconds 0.01 --repeat 1 --extra-rounds 0"
-                            " --quiet 2>&1 >/dev/null";
-    FILE* f = popen(cmd.c_str(), "r");
-    EXPECT_NE(f, nullptr);
-    std::string err;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof(buf), f)) err.append(buf, n);
-    EXPECT_EQ(pclose(f), 0) << err;
+    int st = 0;
+    const std::string err =
+        RunBench(args +
+                     " --seconds 0.01 --repeat 1 --extra-rounds 0 --quiet 2>&1 "
+                     ">/dev/null",
+                 &st);
+    EXPECT_EQ(st, 0) << err;
     return err;
   };
   EXPECT_NE(run("multitenant --variant unaccounted --batch 32,64")
@@ -801,15 +830,10 @@ TEST(UmemcgBenchTest, BinaryNotesIgnoredBatches) {
 
 // The binary: --json lines parse and carry the required fields.
 TEST(UmemcgBenchTest, BinaryJsonLines) {
-  const std::string cmd = std::string(UMEMCG_BENCH_BINARY) +
-                          " kmem --iterations 5000 --repeat 1 --json --quiet"
-                          " 2>/dev/null";
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
-  ASSERT_EQ(pclose(f), 0) << out;
+  int st = 0;
+  const std::string out = RunBench(
+      "kmem --iterations 5000 --repeat 1 --json --quiet 2>/dev/null", &st);
+  ASSERT_EQ(st, 0) << out;
   size_t lines = 0;
   size_t pos = 0;
   while (pos < out.size()) {

@@ -87,20 +87,17 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
   return p;
 }
 
-// Says on stderr when scenario `s` will not measure every --batch value:
-// only sendfile and the single-thread kmem loop sweep them; multitenant,
-// pagefault*, fallocate and kmem --threads take the first; statread,
-// scale and cluster have no charge batch.
+// Says on stderr when scenario `s` will not measure every --batch value
+// (umemcg::bench::BatchesMeasured).
 void NoteUnusedBatches(const std::string& s, const Params& p) {
-  if (s == "sendfile" || (s == "kmem" && p.threads == 0)) return;
-  const bool batched = s == "multitenant" || s == "kmem" || s == "fallocate" ||
-                       s.rfind("pagefault", 0) == 0;
-  if (!batched) {
+  const size_t measured = umemcg::bench::BatchesMeasured(s, p);
+  if (measured == p.batches.size()) return;
+  if (measured == 0) {
     std::fprintf(stderr,
                  "umemcg-bench: %s has no charge batch; --batch "
                  "ignored\n",
                  s.c_str());
-  } else if (p.batches.size() > 1) {
+  } else {
     std::fprintf(stderr,
                  "umemcg-bench: %s measures only the first --batch "
                  "value; the others are ignored\n",

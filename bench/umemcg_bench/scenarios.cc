@@ -40,6 +40,16 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
   return {};
 }
 
+size_t BatchesMeasured(const std::string& scenario, const Params& p) {
+  if (scenario == "sendfile" || (scenario == "kmem" && p.threads == 0)) {
+    return p.batches.size();
+  }
+  const bool batched = scenario == "multitenant" || scenario == "kmem" ||
+                       scenario == "fallocate" ||
+                       scenario.rfind("pagefault", 0) == 0;
+  return batched ? std::min<size_t>(p.batches.size(), 1) : 0;
+}
+
 bool Wanted(const Params& p, const std::string& variant,
             const std::vector<std::string>& defaults) {
   const std::vector<std::string>& set =

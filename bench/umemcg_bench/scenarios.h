@@ -64,6 +64,11 @@ const std::vector<std::string>& ScenarioNames();
 // The variants `scenario` offers (what --variant accepts).
 std::vector<std::string> ScenarioVariants(const std::string& scenario);
 
+// How many of `p.batches` `scenario` measures: all of them (sendfile, the
+// single-thread kmem loop), the first (multitenant, pagefault*, fallocate,
+// kmem --threads) or none (statread, scale, cluster: no charge batch).
+size_t BatchesMeasured(const std::string& scenario, const Params& p);
+
 // True if `variant` is among `p.variants` (or p.variants is empty and
 // `variant` is in `defaults`).
 bool Wanted(const Params& p, const std::string& variant,
