@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <functional>
 
 #include "cluster/scripts.h"
 #include "umemcg/files.h"
@@ -23,6 +25,7 @@ constexpr int kPartial = 1;
 constexpr int kRefused = 2;
 constexpr int kForced = 3;
 constexpr int kStale = 4;
+constexpr int kLearning = 5;
 
 constexpr std::array<internal::ExternalLimit::FileSpec, 5> kFiles = {{
     {"memory.cluster.group", true, false},
@@ -58,6 +61,8 @@ ClusterBinding::Impl::Impl(std::shared_ptr<cluster_internal::ClusterCore> core,
       owner_(core_->NewLeaseOwner()),
       busy_window_(
           std::min(core_->heartbeat(), std::chrono::milliseconds(1000))),
+      backoff_(core_->options().poll_interval, core_->options().backoff_cap,
+               std::hash<std::string>{}(owner_)),
       chunk_(core_->options().min_chunk.raw()) {
   room_.store(static_cast<int64_t>(kPageCounterMax.raw()),
               std::memory_order_relaxed);
@@ -72,13 +77,32 @@ bool ClusterBinding::Impl::ExpiredAt(Clock::time_point now) const {
 
 bool ClusterBinding::Impl::Admits(uint64_t usage) {
   // seq_cst: pairs with ReturnLocked (see binding.h).
-  if (usage > limit_.load(std::memory_order_seq_cst)) return false;
-  return !ExpiredAt(Clock::now());
+  if (usage <= limit_.load(std::memory_order_seq_cst) &&
+      !ExpiredAt(Clock::now())) {
+    return true;
+  }
+  return SafeAdmits(usage);
+}
+
+bool ClusterBinding::Impl::SafeAdmits(uint64_t usage) {
+  if (!unreachable_.load(std::memory_order_relaxed) && core_->connected()) {
+    return false;
+  }
+  if (!ExpiredAt(Clock::now())) return false;  // the lease decides
+  if (usage > safe_.load(std::memory_order_relaxed)) return false;
+  // In use beyond what Redis counts for this node: once Redis answers
+  // again, the background thread has it count the usage, with force.
+  forced_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 uint64_t ClusterBinding::Impl::Margin(uint64_t usage) {
-  if (ExpiredAt(Clock::now())) return 0;
-  const uint64_t lim = limit_.load(std::memory_order_seq_cst);
+  uint64_t lim = limit_.load(std::memory_order_seq_cst);
+  if (ExpiredAt(Clock::now())) {
+    lim = unreachable_.load(std::memory_order_relaxed) || !core_->connected()
+              ? safe_.load(std::memory_order_relaxed)
+              : 0;
+  }
   return lim > usage ? lim - usage : 0;
 }
 
@@ -111,7 +135,12 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
   if (unbound_) return ExternalVerdict::kGranted;
   // Another thread may have grown the lease while this one waited.
   if (Admits(usage)) return ExternalVerdict::kGranted;
-  if (!core_->connected()) {
+  // Not now: no connection; the group is missing (the background thread
+  // re-creates it); the learning window after a re-creation (only claims
+  // are granted); or backing off after an error. The unavailable result,
+  // as in a partition: never a memory refusal.
+  if (!core_->connected() || missing_.load(std::memory_order_relaxed) ||
+      LearningAt(now) || !backoff_.TryAcquire(now)) {
     unavailable_.fetch_add(1, std::memory_order_relaxed);
     return ExternalVerdict::kUnavailable;
   }
@@ -137,13 +166,10 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
   StatusOr<Outcome> r = RequestLocked(want, usage, /*force=*/false,
                                       /*may_reconnect=*/false);
   if (!r.ok()) {
-    if (r.status().code() == StatusCode::kAgain) {
-      unavailable_.fetch_add(1, std::memory_order_relaxed);
-      return ExternalVerdict::kUnavailable;
-    }
-    // The cluster group was removed, a script error: refuse.
-    refusals_.fetch_add(1, std::memory_order_relaxed);
-    return ExternalVerdict::kRefused;
+    // A coordination error (counted and backed off by RequestLocked), not
+    // a memory refusal: no max event, no OOM handling.
+    unavailable_.fetch_add(1, std::memory_order_relaxed);
+    return ExternalVerdict::kUnavailable;
   }
   switch (r.value().status) {
     case kGranted:
@@ -156,9 +182,36 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
       refused_at_.store(now.time_since_epoch().count(),
                         std::memory_order_relaxed);
       return ExternalVerdict::kRefused;
-    default:
+    default:  // kLearning (the window is now known locally), kStale
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
       return ExternalVerdict::kUnavailable;
   }
+}
+
+void ClusterBinding::Impl::NoteError(const Status& s, Clock::time_point now) {
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+      errors_missing_.fetch_add(1, std::memory_order_relaxed);
+      if (!missing_.exchange(true, std::memory_order_relaxed)) core_->Wake();
+      break;
+    case StatusCode::kAgain: {
+      // Run's and the connection's kAgain texts: a timeout (or the
+      // connection held by a request waiting for one) or a lost connection.
+      const std::string_view m = s.message();
+      if (m.find("timeout") != std::string_view::npos ||
+          m.find("busy") != std::string_view::npos) {
+        errors_timeout_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        errors_connection_.fetch_add(1, std::memory_order_relaxed);
+      }
+      unreachable_.store(true, std::memory_order_relaxed);
+      break;
+    }
+    default:
+      errors_script_.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+  backoff_.OnError(now);
 }
 
 uint64_t ClusterBinding::Impl::NextChunkLocked(Clock::time_point now) {
@@ -194,23 +247,72 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   StatusOr<Reply> r = core_->Run(cluster_internal::kLeaseScript, args,
                                  may_reconnect, o.command_timeout, &sent);
   commands_.fetch_add(sent, std::memory_order_relaxed);
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    NoteError(r.status(), sent_at);
+    return r.status();
+  }
   const Reply& reply = r.value();
-  if (reply.is_error()) return cluster_internal::ScriptError(reply);
-  if (reply.type != Reply::Type::kArray || reply.elements.size() != 9) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "redis: malformed lease reply");
+  Status bad = Status::Ok();
+  if (reply.is_error()) {
+    bad = cluster_internal::ScriptError(reply);
+  } else if (reply.type != Reply::Type::kArray || reply.elements.size() != 12 ||
+             reply.elements[11].type != Reply::Type::kArray ||
+             reply.elements[11].elements.size() % 3 != 0) {
+    bad =
+        Status(StatusCode::kFailedPrecondition, "redis: malformed lease reply");
   }
-  int64_t v[8];
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 8}) {
+  // v[i] is element i (7, the limiting level's name, is not a number).
+  int64_t v[11] = {};
+  for (size_t i = 0; bad.ok() && i < 11; ++i) {
+    if (i == 7) continue;
     StatusOr<int64_t> x = IntAt(reply, i);
-    if (!x.ok()) return x.status();
-    v[i == 8 ? 7 : i] = x.value();
+    if (x.ok()) {
+      v[i] = x.value();
+    } else {
+      bad = x.status();
+    }
   }
+  std::vector<LevelConfig> chain;
+  for (size_t i = 0; bad.ok() && i < reply.elements[11].elements.size();
+       i += 3) {
+    const std::vector<Reply>& e = reply.elements[11].elements;
+    if (e[i].type != Reply::Type::kString ||
+        e[i + 1].type != Reply::Type::kInteger ||
+        e[i + 2].type != Reply::Type::kInteger) {
+      bad = Status(StatusCode::kFailedPrecondition,
+                   "redis: malformed lease reply (configuration)");
+      break;
+    }
+    chain.push_back({e[i].str, AsCount(e[i + 1].integer), e[i + 2].integer});
+  }
+  if (!bad.ok()) {
+    NoteError(bad, sent_at);
+    return bad;
+  }
+  backoff_.OnSuccess();
+  unreachable_.store(false, std::memory_order_relaxed);
+  missing_.store(false, std::memory_order_relaxed);
+  if (!chain.empty()) config_ = std::move(chain);
+  learning_until_.store(v[10] > 0 ? (sent_at + std::chrono::milliseconds(v[10]))
+                                        .time_since_epoch()
+                                        .count()
+                                  : 0,
+                        std::memory_order_relaxed);
+  // Safe capacity: configured, or the max shared by the nodes Redis knows.
+  const uint64_t nodes = std::max<uint64_t>(AsCount(v[9]), 1);
+  safe_.store(o.safe_capacity.has_value() ? o.safe_capacity->raw()
+                                          : AsCount(v[5]) / nodes,
+              std::memory_order_relaxed);
   Outcome out;
   out.status = static_cast<int>(v[0]);
   out.lease = AsCount(v[1]);
-  if (out.status != kStale) {
+  if (out.status == kLearning && v[8] != 0 && had_lease_) {
+    // Re-created by another node while this one held a lease: claim it
+    // (RecoverLocked finds the group there and claims with force).
+    missing_.store(true, std::memory_order_relaxed);
+    core_->Wake();
+  }
+  if (out.status != kStale && out.status != kLearning) {
     // After Redis confirmed: raise (or, reconciling, set) the lease. The
     // local expiry counts from before the request was sent, so it comes
     // no later than the server's minus the margin.
@@ -221,7 +323,7 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
                       .time_since_epoch()
                       .count(),
                   std::memory_order_relaxed);
-    if (v[7] != 0 && had_lease_) lost_.fetch_add(1, std::memory_order_relaxed);
+    if (v[8] != 0 && had_lease_) lost_.fetch_add(1, std::memory_order_relaxed);
     had_lease_ = out.lease > 0;
     if (out.status == kForced) {
       forced_grants_.fetch_add(1, std::memory_order_relaxed);
@@ -258,6 +360,13 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   if (!cluster_internal::LockWithin(lock, core_->options().command_timeout))
     return;
   if (unbound_ || !core_->connected()) return;
+  // After an error, one request per backoff interval (shared with the
+  // charging threads).
+  if (!backoff_.TryAcquire(now)) return;
+  if (missing_.load(std::memory_order_relaxed)) {
+    RecoverLocked();
+    return;
+  }
   const uint64_t min_chunk = core_->options().min_chunk.raw();
   const uint64_t usage = Usage();
   const uint64_t lease = limit_.load(std::memory_order_seq_cst);
@@ -274,7 +383,8 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   const int64_t room = room_.load(std::memory_order_relaxed);
   // Prefetch below the low-water mark (half a chunk left), or for a
   // non-blocking charge that ran short, while the cluster has room.
-  if (room > 0 && (ran_short || lease - usage < chunk_ / 2)) {
+  if (room > 0 && !LearningAt(now) &&
+      (ran_short || lease - usage < chunk_ / 2)) {
     const uint64_t want = std::max(usage + NextChunkLocked(now), lease);
     if (want > lease) {
       StatusOr<Outcome> r = RequestLocked(want, lease, false, false);
@@ -306,6 +416,56 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
                                         /*force=*/true, false);
     if (r.ok()) renewals_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void ClusterBinding::Impl::RecoverLocked() {
+  const ClusterOptions& o = core_->options();
+  if (config_.empty()) return;  // never answered: nothing to rebuild from
+  std::vector<std::string> args = {std::to_string(o.lease_ttl.count())};
+  for (const LevelConfig& c : config_) {
+    args.push_back(c.path);
+    args.push_back(std::to_string(c.max));
+    args.push_back(std::to_string(c.ver));
+  }
+  uint64_t sent = 0;
+  StatusOr<Reply> r =
+      core_->Run(cluster_internal::kRecreateScript, args,
+                 /*may_reconnect=*/false, o.command_timeout, &sent);
+  commands_.fetch_add(sent, std::memory_order_relaxed);
+  const Clock::time_point now = Clock::now();
+  if (!r.ok()) {
+    NoteError(r.status(), now);
+    return;
+  }
+  if (r.value().is_error()) {
+    NoteError(cluster_internal::ScriptError(r.value()), now);
+    return;
+  }
+  if (r.value().type != Reply::Type::kInteger || r.value().integer < 0) {
+    // An operator removed the group: it stays missing for this node.
+    NoteError(Status(StatusCode::kNotFound,
+                     "cluster group '" + cluster_group_ + "' was removed"),
+              now);
+    return;
+  }
+  if (r.value().integer == 1) {
+    recreated_.fetch_add(1, std::memory_order_relaxed);
+    std::fprintf(stderr,
+                 "umemcg-cluster: %s re-created cluster group '%s' (max %llu "
+                 "pages) that Redis %s lost; granting only claims for %lld "
+                 "ms\n",
+                 owner_.c_str(), cluster_group_.c_str(),
+                 static_cast<unsigned long long>(config_.front().max),
+                 cluster_internal::RedisUrlForDisplay(core_->url()).c_str(),
+                 static_cast<long long>(o.lease_ttl.count()));
+  }
+  missing_.store(false, std::memory_order_relaxed);
+  // Claim what this node holds (learning mode): counted again, never
+  // twice (absolute values), past max if it must be.
+  const uint64_t usage = Usage();
+  const uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  (void)RequestLocked(std::max(lease, usage), usage, /*force=*/true,
+                      /*may_reconnect=*/false);
 }
 
 Status ClusterBinding::Impl::Start() {
@@ -388,6 +548,13 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   s.cluster_max = Pages(cluster_max_.load(kR));
   s.cluster_room = Pages(AsCount(room_.load(kR)));
   s.cluster_max_events = cluster_events_.load(kR);
+  s.safe_capacity = Pages(safe_.load(kR));
+  const int64_t learn =
+      learning_until_.load(kR) - now.time_since_epoch().count();
+  if (learn > 0) {
+    s.learning_for = std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::duration(learn));
+  }
   s.grants = grants_.load(kR);
   s.refusals = refusals_.load(kR);
   s.returns = returns_.load(kR);
@@ -396,6 +563,11 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   s.lease_lost = lost_.load(kR);
   s.forced = forced_grants_.load(kR);
   s.redis_commands = commands_.load(kR);
+  s.errors_missing = errors_missing_.load(kR);
+  s.errors_script = errors_script_.load(kR);
+  s.errors_connection = errors_connection_.load(kR);
+  s.errors_timeout = errors_timeout_.load(kR);
+  s.recreated = recreated_.load(kR);
   return s;
 }
 
@@ -431,6 +603,13 @@ StatusOr<std::string> ClusterBinding::Impl::ReadFile(std::string_view name) {
     out += Line("lease_lost", s.lease_lost);
     out += Line("forced", s.forced);
     out += Line("redis_commands", s.redis_commands);
+    out += Line("safe_capacity_bytes", s.safe_capacity.in_bytes());
+    out += Line("learning_ms", AsCount(s.learning_for.count()));
+    out += Line("errors_missing", s.errors_missing);
+    out += Line("errors_script", s.errors_script);
+    out += Line("errors_connection", s.errors_connection);
+    out += Line("errors_timeout", s.errors_timeout);
+    out += Line("recreated", s.recreated);
     return out;
   }
   return Status(StatusCode::kNotFound, "no such file: " + std::string(name));
