@@ -179,9 +179,14 @@ struct ClusterLeaseState {
   uint64_t errors_script = 0;      // a script error (corrupt data, ...)
   uint64_t errors_connection = 0;  // connection lost or refused
   uint64_t errors_timeout = 0;     // no answer within command_timeout
-  uint64_t recreated = 0;   // this node re-created the lost group (learning)
-  uint64_t lease_lost = 0;  // Redis had no lease for us (it expired)
-  uint64_t forced = 0;      // usage was counted past the cluster max
+  uint64_t recreated = 0;  // this node re-created the lost group (learning)
+  // Drains (drain_all_stock one level up): started by this node before a
+  // refusal at the cluster max, and unused lease returned on another
+  // node's request.
+  uint64_t drains = 0;
+  uint64_t drained = 0;
+  uint64_t lease_lost = 0;      // Redis had no lease for us (it expired)
+  uint64_t forced = 0;          // usage was counted past the cluster max
   uint64_t redis_commands = 0;  // commands sent for this binding
 };
 

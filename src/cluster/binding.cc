@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <functional>
+#include <thread>
 
 #include "cluster/scripts.h"
 #include "umemcg/files.h"
@@ -178,6 +179,12 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
       return Admits(usage) ? ExternalVerdict::kGranted
                            : ExternalVerdict::kRefused;
     case kRefused:
+      // Before refusing at the cluster max, the other nodes give back the
+      // lease they do not use (drain_all_stock, one level up).
+      if (DrainAndRetry(lock, usage, r.value().limited)) {
+        grants_.fetch_add(1, std::memory_order_relaxed);
+        return ExternalVerdict::kGranted;
+      }
       refusals_.fetch_add(1, std::memory_order_relaxed);
       refused_at_.store(now.time_since_epoch().count(),
                         std::memory_order_relaxed);
@@ -185,6 +192,63 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
     default:  // kLearning (the window is now known locally), kStale
       unavailable_.fetch_add(1, std::memory_order_relaxed);
       return ExternalVerdict::kUnavailable;
+  }
+}
+
+bool ClusterBinding::Impl::DrainAndRetry(std::unique_lock<std::mutex>& lock,
+                                         uint64_t usage,
+                                         const std::string& level) {
+  const ClusterOptions& o = core_->options();
+  const std::chrono::milliseconds window = 2 * o.poll_interval;
+  uint64_t sent = 0;
+  StatusOr<Reply> r = core_->Run(
+      cluster_internal::kDrainScript,
+      {level.empty() ? cluster_group_ : level, owner_,
+       std::to_string(window.count()), std::to_string(window.count())},
+      /*may_reconnect=*/false, o.command_timeout, &sent);
+  commands_.fetch_add(sent, std::memory_order_relaxed);
+  if (!r.ok()) {
+    NoteError(r.status(), Clock::now());
+    return false;
+  }
+  const Reply& d = r.value();
+  if (d.type != Reply::Type::kArray || d.elements.size() != 2 ||
+      d.elements[0].type != Reply::Type::kInteger ||
+      d.elements[1].type != Reply::Type::kInteger) {
+    return false;  // a script error: refuse as without a drain
+  }
+  if (d.elements[0].integer == 1)
+    drains_.fetch_add(1, std::memory_order_relaxed);
+  const std::chrono::milliseconds wait =
+      std::min(std::chrono::milliseconds(d.elements[1].integer), window);
+  if (wait.count() <= 0) return false;  // a drain just ran: refuse now
+  // Wait for the other nodes' returns without holding mu_ (their next poll
+  // sees the drain), then retry once.
+  lock.unlock();
+  std::this_thread::sleep_for(wait);
+  if (!cluster_internal::LockWithin(lock, o.command_timeout)) return false;
+  if (unbound_ || Admits(usage)) return true;
+  const uint64_t lease = limit_.load(std::memory_order_relaxed);
+  const uint64_t want = std::max(usage + NextChunkLocked(Clock::now()), lease);
+  StatusOr<Outcome> again = RequestLocked(want, usage, /*force=*/false,
+                                          /*may_reconnect=*/false);
+  // This node asked for the drain: its own reply's new generation is not a
+  // request to give back what it just got.
+  drain_requested_.store(false, std::memory_order_relaxed);
+  return again.ok() &&
+         (again.value().status == kGranted ||
+          again.value().status == kPartial) &&
+         Admits(usage);
+}
+
+void ClusterBinding::Impl::OnDrain(std::string_view path,
+                                   std::string_view from) {
+  if (from == owner_) return;
+  const std::string_view mine = cluster_group_;
+  // Our lease counts at `path` when we are bound to it or below it.
+  if (mine == path || (mine.size() > path.size() && mine.starts_with(path) &&
+                       mine[path.size()] == '/')) {
+    drain_requested_.store(true, std::memory_order_relaxed);
   }
 }
 
@@ -255,16 +319,17 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   Status bad = Status::Ok();
   if (reply.is_error()) {
     bad = cluster_internal::ScriptError(reply);
-  } else if (reply.type != Reply::Type::kArray || reply.elements.size() != 12 ||
+  } else if (reply.type != Reply::Type::kArray || reply.elements.size() != 13 ||
              reply.elements[11].type != Reply::Type::kArray ||
              reply.elements[11].elements.size() % 3 != 0) {
     bad =
         Status(StatusCode::kFailedPrecondition, "redis: malformed lease reply");
   }
-  // v[i] is element i (7, the limiting level's name, is not a number).
-  int64_t v[11] = {};
-  for (size_t i = 0; bad.ok() && i < 11; ++i) {
-    if (i == 7) continue;
+  // v[i] is element i (7, the limiting level's name, is not a number; 11
+  // is the configuration).
+  int64_t v[13] = {};
+  for (size_t i = 0; bad.ok() && i < 13; ++i) {
+    if (i == 7 || i == 11) continue;
     StatusOr<int64_t> x = IntAt(reply, i);
     if (x.ok()) {
       v[i] = x.value();
@@ -306,6 +371,15 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   Outcome out;
   out.status = static_cast<int>(v[0]);
   out.lease = AsCount(v[1]);
+  if (reply.elements[7].type == Reply::Type::kString) {
+    out.limited = reply.elements[7].str;
+  }
+  // A drain this node's pub/sub subscriber missed: seen here, on the next
+  // reply (the generation rises with every drain of a level of the path).
+  if (drain_gen_seen_ >= 0 && v[12] > drain_gen_seen_) {
+    drain_requested_.store(true, std::memory_order_relaxed);
+  }
+  drain_gen_seen_ = v[12];
   if (out.status == kLearning && v[8] != 0 && had_lease_) {
     // Re-created by another node while this one held a lease: claim it
     // (RecoverLocked finds the group there and claims with force).
@@ -337,22 +411,23 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   return out;
 }
 
-void ClusterBinding::Impl::ReturnLocked(uint64_t target) {
+bool ClusterBinding::Impl::ReturnLocked(uint64_t target) {
   const uint64_t lease = limit_.load(std::memory_order_seq_cst);
-  if (target >= lease) return;
+  if (target >= lease) return false;
   // Lower first, then check usage (see binding.h): a charger either sees
   // the new limit or this thread sees its pages.
   limit_.store(target, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (Usage() > target) {
     limit_.store(lease, std::memory_order_seq_cst);
-    return;
+    return false;
   }
   StatusOr<Outcome> r = RequestLocked(target, target, /*force=*/false,
                                       /*may_reconnect=*/false);
   // On failure the lease stays lowered here; the next renewal (which asks
   // for the local lease) makes Redis agree.
   if (r.ok()) returns_.fetch_add(1, std::memory_order_relaxed);
+  return r.ok();
 }
 
 void ClusterBinding::Impl::Tick(Clock::time_point now) {
@@ -366,6 +441,18 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   if (missing_.load(std::memory_order_relaxed)) {
     RecoverLocked();
     return;
+  }
+  // Another node is refused at the max: give back what is not in use.
+  if (drain_requested_.exchange(false, std::memory_order_relaxed)) {
+    const uint64_t in_use = Usage();
+    if (limit_.load(std::memory_order_seq_cst) > in_use &&
+        ReturnLocked(in_use)) {
+      drained_.fetch_add(1, std::memory_order_relaxed);
+      // No prefetch for a heartbeat: the room is for the node that asked
+      // (a charge of this node that runs short still grows the lease).
+      no_prefetch_until_ = now + core_->heartbeat();
+      return;
+    }
   }
   const uint64_t min_chunk = core_->options().min_chunk.raw();
   const uint64_t usage = Usage();
@@ -384,7 +471,8 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // Prefetch below the low-water mark (half a chunk left), or for a
   // non-blocking charge that ran short, while the cluster has room.
   if (room > 0 && !LearningAt(now) &&
-      (ran_short || lease - usage < chunk_ / 2)) {
+      (ran_short ||
+       (lease - usage < chunk_ / 2 && now >= no_prefetch_until_))) {
     const uint64_t want = std::max(usage + NextChunkLocked(now), lease);
     if (want > lease) {
       StatusOr<Outcome> r = RequestLocked(want, lease, false, false);
@@ -568,6 +656,8 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   s.errors_connection = errors_connection_.load(kR);
   s.errors_timeout = errors_timeout_.load(kR);
   s.recreated = recreated_.load(kR);
+  s.drains = drains_.load(kR);
+  s.drained = drained_.load(kR);
   return s;
 }
 
@@ -610,6 +700,8 @@ StatusOr<std::string> ClusterBinding::Impl::ReadFile(std::string_view name) {
     out += Line("errors_connection", s.errors_connection);
     out += Line("errors_timeout", s.errors_timeout);
     out += Line("recreated", s.recreated);
+    out += Line("drains", s.drains);
+    out += Line("drained", s.drained);
     return out;
   }
   return Status(StatusCode::kNotFound, "no such file: " + std::string(name));

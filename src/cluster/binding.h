@@ -77,12 +77,14 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
 
   // cluster_internal::Tickable
   void Tick(Clock::time_point now) override;
+  void OnDrain(std::string_view path, std::string_view from) override;
 
  private:
   // What a lease request returned.
   struct Outcome {
     int status = 0;  // the script's status (scripts.h)
     uint64_t lease = 0;
+    std::string limited;  // refused: the first level without room
   };
   // One level of the cluster group's configuration, as last seen.
   struct LevelConfig {
@@ -99,8 +101,15 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // (doubles while grows come within one busy window, capped near the
   // cluster max).
   uint64_t NextChunkLocked(Clock::time_point now);
-  // REQUIRES: mu_ held. Lowers the lease to `target` if usage allows.
-  void ReturnLocked(uint64_t target);
+  // REQUIRES: mu_ held. Lowers the lease to `target` if usage allows;
+  // true when Redis was told.
+  bool ReturnLocked(uint64_t target);
+  // REQUIRES: `lock` holds mu_. A refusal at `level`: start (or join) a
+  // drain of the other nodes' unused lease there, wait for it at most 2
+  // poll intervals (mu_ released meanwhile) and retry once. True when the
+  // retry made the lease admit `usage`.
+  bool DrainAndRetry(std::unique_lock<std::mutex>& lock, uint64_t usage,
+                     const std::string& level);
   // REQUIRES: mu_ held. The group is missing in Redis: re-create it from
   // config_ (first writer wins), then claim the lease with force.
   void RecoverLocked();
@@ -146,6 +155,9 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   std::atomic<bool> missing_{false};        // Redis said the group is gone
   std::atomic<uint64_t> safe_{0};           // safe capacity (pages)
   std::atomic<int64_t> learning_until_{0};  // Clock ticks
+  // Another node asked for a drain: return the unused lease at the next
+  // tick.
+  std::atomic<bool> drain_requested_{false};
 
   // Requests to Redis, and the policy state they update.
   mutable std::mutex mu_;
@@ -156,11 +168,13 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // Redis answered with less than this node had (its lease expired while
   // cut off, or a restart lost a write) and usage was above it: the next
   // tick counts the usage, past max if need be.
-  bool reconcile_ = false;              // guarded by mu_
-  Clock::time_point last_grow_{};       // guarded by mu_
-  Clock::time_point last_decay_{};      // guarded by mu_
-  Clock::time_point next_heartbeat_{};  // guarded by mu_
-  std::vector<LevelConfig> config_;     // guarded by mu_; leaf first
+  bool reconcile_ = false;                 // guarded by mu_
+  Clock::time_point last_grow_{};          // guarded by mu_
+  Clock::time_point last_decay_{};         // guarded by mu_
+  Clock::time_point next_heartbeat_{};     // guarded by mu_
+  std::vector<LevelConfig> config_;        // guarded by mu_; leaf first
+  int64_t drain_gen_seen_ = -1;            // guarded by mu_; -1: none yet
+  Clock::time_point no_prefetch_until_{};  // guarded by mu_ (after a drain)
 
   // The cluster as of the last reply, and counters. Relaxed: each value is
   // independent, for observers.
@@ -172,7 +186,7 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   std::atomic<uint64_t> grants_{0}, refusals_{0}, returns_{0}, renewals_{0},
       unavailable_{0}, lost_{0}, forced_grants_{0}, commands_{0},
       errors_missing_{0}, errors_script_{0}, errors_connection_{0},
-      errors_timeout_{0}, recreated_{0};
+      errors_timeout_{0}, recreated_{0}, drains_{0}, drained_{0};
 };
 
 }  // namespace umemcg

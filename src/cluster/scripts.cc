@@ -180,9 +180,13 @@ const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
     "  chain[#chain + 1] = hnum(gkey(lv), 'max')\n"
     "  chain[#chain + 1] = hnum(gkey(lv), 'ver')\n"
     "end\n"
+    "local drain_gen = 0\n"
+    "for _, lv in ipairs(levels(path)) do\n"
+    "  drain_gen = drain_gen + hnum(gkey(lv), 'drain_gen')\n"
+    "end\n"
     "return {status, target, ttl, room_after, hnum(k, 'usage'),\n"
     "        hnum(k, 'max'), hnum(k, 'events_max'), limited, lost,\n"
-    "        redis.call('HLEN', lkey(path)), learn_left, chain}\n";
+    "        redis.call('HLEN', lkey(path)), learn_left, chain, drain_gen}\n";
 
 const char kSetMaxScript[] = UMEMCG_LUA_PRELUDE
     "local path = ARGV[1]\n"
@@ -231,6 +235,24 @@ const char kRemoveScript[] = UMEMCG_LUA_PRELUDE
     // removed (a FLUSHALL takes it too, and then they do).
     "redis.call('SADD', REMOVED, path)\n"
     "return 1\n";
+
+const char kDrainScript[] = UMEMCG_LUA_PRELUDE
+    "local path, node = ARGV[1], ARGV[2]\n"
+    "local window = num(ARGV[3], 'window')\n"
+    "local cooldown = num(ARGV[4], 'cooldown')\n"
+    "valid_path(path)\n"
+    "must_exist(path)\n"
+    "local k = gkey(path)\n"
+    "local till = hnum(k, 'drain_until')\n"
+    // One drain at a time (the kernel's percpu_charge_mutex, one level
+    // up): join the one running; right after one, do not start another.
+    "if now < till then return {0, till - now} end\n"
+    "if now < till + cooldown then return {0, 0} end\n"
+    "redis.call('HINCRBY', k, 'drain_gen', 1)\n"
+    "redis.call('HINCRBY', k, 'drains', 1)\n"
+    "redis.call('HSET', k, 'drain_until', now + window)\n"
+    "redis.call('PUBLISH', P .. ':drain', path .. '\\n' .. node)\n"
+    "return {1, window}\n";
 
 const char kRecreateScript[] = UMEMCG_LUA_PRELUDE
     "local ttl = num(ARGV[1], 'ttl')\n"

@@ -6,7 +6,8 @@
 // lost is re-created from the nodes' cached configuration (learning mode:
 // first writer wins, claims counted once, exact at quiescence), a stale
 // node cannot overwrite a newer max, and the safe capacity while Redis is
-// unreachable. Also the backoff on its own.
+// unreachable, and drains before refusal (one at a time per group). Also
+// the backoff on its own.
 
 #include <signal.h>
 
@@ -395,6 +396,109 @@ TEST_F(ClusterHealTest, SafeCapacityWhileRedisIsUnreachable) {
                              a.binding->state().lease_owner) >= 400;
   }));
   a.g->Uncharge(Pages(400));
+}
+
+// Drain before refusal (drain_all_stock, one level up): node A charged
+// and went idle holding a chunk of unused lease; node B then fills the
+// cluster up to max - A's usage. Before the fix B was refused while A's
+// unused lease sat in Redis (B stopped at max - A's lease).
+TEST_F(ClusterHealTest, IdleNodesGiveBackUnusedLeaseBeforeARefusal) {
+  ClusterOptions oa = Options();
+  oa.min_chunk = Pages(512);  // A keeps its unused pages (< 2 chunks)
+  oa.max_chunk = Pages(512);
+  auto admin = Connect(Options());
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
+  NodeInProcess a = NewNode(oa, "t"), b = NewNode(Options(), "t");
+  ASSERT_TRUE(a.binding && b.binding);
+  ASSERT_TRUE(a.g->TryCharge(Pages(300)).ok());
+  a.ctrl->DrainAllStocks(*a.g);
+  ASSERT_TRUE(a.binding->Sync().ok());
+  // A's first lease was one chunk: 212 pages of it unused.
+  ASSERT_GE(a.binding->state().lease.raw(), 300u + 200u);
+  // Let A's background thread subscribe to the drain channel (a missed
+  // message is seen at A's next renewal instead: slower, not wrong).
+  std::this_thread::sleep_for(milliseconds(300));
+  {
+    auto r = redis_->Command({"PUBSUB", "NUMSUB", "{umemcg}:drain"});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r.value().elements.size(), 2u);
+    EXPECT_GE(r.value().elements[1].integer, 2);  // A and B listen
+  }
+
+  // B charges until it holds max - A's usage. A refused charge waits for
+  // the drain at most 2 poll intervals and retries once; on a busy machine
+  // A may answer later than that, and a later charge then finds the room
+  // (the hang guard is 10 s; without drains B never gets there).
+  uint64_t held = 0;
+  int failures = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (held < 700 && std::chrono::steady_clock::now() < deadline) {
+    ChargeResult r = b.g->TryCharge(Pages(10));
+    if (r.ok()) {
+      held += 10;
+    } else {
+      ++failures;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+  EXPECT_EQ(held, 700u) << b.g->ReadFile("memory.cluster.stat").value()
+                        << "A:\n"
+                        << a.g->ReadFile("memory.cluster.stat").value();
+  const ClusterLeaseState sa = a.binding->state(), sb = b.binding->state();
+  EXPECT_GE(sb.drains, 1u);
+  EXPECT_GE(sa.drained, 1u);
+  EXPECT_EQ(sa.usage, Pages(300));
+  EXPECT_NE(b.g->ReadFile("memory.cluster.stat").value().find("drains "),
+            std::string::npos);
+  // Still never over max.
+  auto snap = admin->Snapshot();
+  ASSERT_TRUE(snap.ok());
+  EXPECT_LE(GroupIn(snap.value(), "t").usage, Pages(1000));
+  b.g->Uncharge(Pages(held));
+  a.g->Uncharge(Pages(300));
+}
+
+// One drain at a time per cluster group (the kernel's
+// percpu_charge_mutex): a second request during a drain joins it (waits
+// what is left of it), one right after it refuses at once, and a later
+// one starts a new drain.
+TEST_F(ClusterHealTest, OneDrainAtATimePerGroup) {
+  auto admin = Connect(Options());
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
+  auto drain = [&](const std::string& window, const std::string& cooldown) {
+    auto r = redis_->Command({"EVAL", cluster_internal::kDrainScript, "1",
+                              "{umemcg}", "t", "n#1", window, cooldown});
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r.value().elements.size(), 2u);
+    return std::make_pair(r.value().elements[0].integer,
+                          r.value().elements[1].integer);
+  };
+  auto drains = [&] {
+    auto r = redis_->Command({"HGET", "{umemcg}:g:t", "drains"});
+    return r.ok() && r.value().type == cluster_internal::Reply::Type::kString
+               ? std::stoll(r.value().str)
+               : 0;
+  };
+  EXPECT_EQ(drain("60000", "0"), std::make_pair(int64_t{1}, int64_t{60000}));
+  const auto joined = drain("60000", "0");
+  EXPECT_EQ(joined.first, 0);   // not a second drain
+  EXPECT_GT(joined.second, 0);  // but wait for the running one
+  EXPECT_LE(joined.second, 60000);
+  EXPECT_EQ(drains(), 1);
+  // A short drain, then right after it: no new drain within the cooldown.
+  ASSERT_TRUE(
+      redis_->Command({"HSET", "{umemcg}:g:t", "drain_until", "0"}).ok());
+  EXPECT_EQ(drain("1", "60000").first, 1);
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(drain("1", "60000"), std::make_pair(int64_t{0}, int64_t{0}));
+  EXPECT_EQ(drains(), 2);
+  // After the cooldown, a new one.
+  std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(drain("1", "1").first, 1);
+  EXPECT_EQ(drains(), 3);
 }
 
 }  // namespace
