@@ -185,6 +185,10 @@ struct ClusterLeaseState {
   // node's request.
   uint64_t drains = 0;
   uint64_t drained = 0;
+  // The cluster was over its max: reclaims of this node's share of the
+  // excess from the bound group, and the pages they freed.
+  uint64_t over_max_reclaims = 0;
+  Pages over_max_reclaimed;
   uint64_t lease_lost = 0;      // Redis had no lease for us (it expired)
   uint64_t forced = 0;          // usage was counted past the cluster max
   uint64_t redis_commands = 0;  // commands sent for this binding

@@ -241,6 +241,51 @@ bool ClusterBinding::Impl::DrainAndRetry(std::unique_lock<std::mutex>& lock,
          Admits(usage);
 }
 
+void ClusterBinding::Impl::EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
+                                            Clock::time_point now) {
+  // First what is not in use; without any, a renewal tells whether the
+  // cluster is still over (the room is as of the last reply).
+  uint64_t usage = Usage();
+  uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  if (lease > usage) {
+    (void)ReturnLocked(usage);
+  } else {
+    StatusOr<Outcome> r = RequestLocked(lease, std::min(lease, usage),
+                                        /*force=*/true, false);
+    if (!r.ok()) return;
+    renewals_.fetch_add(1, std::memory_order_relaxed);
+  }
+  const int64_t room = room_.load(std::memory_order_relaxed);
+  lease = limit_.load(std::memory_order_seq_cst);
+  if (room >= 0 || lease == 0) return;
+  // Still over: this node's share of the excess, by its part of the
+  // cluster group's usage, is reclaimed like a lowered memory.max.
+  const uint64_t over = static_cast<uint64_t>(-room);
+  const uint64_t total =
+      std::max(cluster_usage_.load(std::memory_order_relaxed), lease);
+  const uint64_t share = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(over) * lease + total - 1) / total);
+  if (share == 0) return;
+  // One enforcement at a time, and Unbind waits for it (the group and its
+  // controller must outlive the reclaim); mu_ is released meanwhile, so
+  // reclaimers may charge. OOM handling at most once per heartbeat.
+  std::unique_lock<std::mutex> e(enforce_mu_, std::try_to_lock);
+  if (!e.owns_lock()) return;
+  const bool may_oom = now >= next_oom_;
+  if (may_oom) next_oom_ = now + core_->heartbeat();
+  lock.unlock();
+  const uint64_t freed =
+      internal::ExternalLimits::ReclaimExcess(*group_ptr_, share, may_oom);
+  over_max_reclaims_.fetch_add(1, std::memory_order_relaxed);
+  over_max_reclaimed_.fetch_add(freed, std::memory_order_relaxed);
+  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout)) {
+    return;
+  }
+  if (unbound_) return;
+  usage = Usage();
+  if (limit_.load(std::memory_order_seq_cst) > usage) (void)ReturnLocked(usage);
+}
+
 void ClusterBinding::Impl::OnDrain(std::string_view path,
                                    std::string_view from) {
   if (from == owner_) return;
@@ -491,8 +536,8 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // Return the surplus: all of the unused lease while the cluster is over
   // its max, else what exceeds one chunk once usage is two chunks below
   // the lease (refill_stock draining above the batch, one level up).
-  if (room < 0 && lease > usage) {
-    ReturnLocked(usage);
+  if (room < 0) {
+    EnforceMaxLocked(lock, now);
     return;
   }
   if (lease > usage + 2 * chunk_) {
@@ -591,6 +636,8 @@ Status ClusterBinding::Impl::Unbind() {
   // Outside mu_: Detach waits for chargers, which may wait for mu_.
   (void)internal::ExternalLimits::Detach(*group_ptr_, this);
   core_->Unregister(this);
+  // An over-max reclaim of the background thread finishes first.
+  std::lock_guard<std::mutex> enforce(enforce_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   if (unbound_) return Status::Ok();
   unbound_ = true;
@@ -658,6 +705,8 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   s.recreated = recreated_.load(kR);
   s.drains = drains_.load(kR);
   s.drained = drained_.load(kR);
+  s.over_max_reclaims = over_max_reclaims_.load(kR);
+  s.over_max_reclaimed = Pages(over_max_reclaimed_.load(kR));
   return s;
 }
 
@@ -702,6 +751,8 @@ StatusOr<std::string> ClusterBinding::Impl::ReadFile(std::string_view name) {
     out += Line("recreated", s.recreated);
     out += Line("drains", s.drains);
     out += Line("drained", s.drained);
+    out += Line("over_max_reclaims", s.over_max_reclaims);
+    out += Line("over_max_reclaimed_bytes", s.over_max_reclaimed.in_bytes());
     return out;
   }
   return Status(StatusCode::kNotFound, "no such file: " + std::string(name));

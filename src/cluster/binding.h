@@ -110,6 +110,13 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // retry made the lease admit `usage`.
   bool DrainAndRetry(std::unique_lock<std::mutex>& lock, uint64_t usage,
                      const std::string& level);
+  // REQUIRES: `lock` holds mu_ (released during the reclaim). The cluster
+  // is over its max: return the unused lease, then reclaim this node's
+  // share of the excess from the bound group (like a lowered memory.max;
+  // ExternalLimits::ReclaimExcess), OOM handling at most once per
+  // heartbeat, and return what was freed.
+  void EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
+                        Clock::time_point now);
   // REQUIRES: mu_ held. The group is missing in Redis: re-create it from
   // config_ (first writer wins), then claim the lease with force.
   void RecoverLocked();
@@ -175,6 +182,10 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   std::vector<LevelConfig> config_;        // guarded by mu_; leaf first
   int64_t drain_gen_seen_ = -1;            // guarded by mu_; -1: none yet
   Clock::time_point no_prefetch_until_{};  // guarded by mu_ (after a drain)
+  Clock::time_point next_oom_{};           // guarded by mu_
+  // Held by the background thread's over-max reclaim (with mu_ released);
+  // Unbind takes it before mu_, so it waits for that reclaim.
+  std::mutex enforce_mu_;
 
   // The cluster as of the last reply, and counters. Relaxed: each value is
   // independent, for observers.
@@ -186,7 +197,8 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   std::atomic<uint64_t> grants_{0}, refusals_{0}, returns_{0}, renewals_{0},
       unavailable_{0}, lost_{0}, forced_grants_{0}, commands_{0},
       errors_missing_{0}, errors_script_{0}, errors_connection_{0},
-      errors_timeout_{0}, recreated_{0}, drains_{0}, drained_{0};
+      errors_timeout_{0}, recreated_{0}, drains_{0}, drained_{0},
+      over_max_reclaims_{0}, over_max_reclaimed_{0};
 };
 
 }  // namespace umemcg

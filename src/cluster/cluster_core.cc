@@ -32,6 +32,9 @@ Status ClusterCore::Start() {
     Status s = EnsureConnectedLocked(/*force=*/true);
     if (!s.ok()) return s;
   }
+  // Subscribe to the drain channel now, before any binding exists (the
+  // background thread retries if this fails).
+  PollDrains({});
   thread_ = std::thread([this] { Main(); });
   return Status::Ok();
 }

@@ -209,6 +209,11 @@ const char kSetMaxScript[] = UMEMCG_LUA_PRELUDE
     "local k = gkey(path)\n"
     "local ver = math.max(hnum(k, 'ver') + 1, now)\n"
     "redis.call('HSET', k, 'max', max, 'ver', ver)\n"
+    // Below the usage: the nodes hear it now (a drain from no node), return
+    // their unused lease and see the cluster over max in the reply.
+    "if max < hnum(k, 'usage') then\n"
+    "  redis.call('PUBLISH', P .. ':drain', path .. '\\n')\n"
+    "end\n"
     "return hnum(k, 'usage')\n";
 
 const char kRemoveScript[] = UMEMCG_LUA_PRELUDE

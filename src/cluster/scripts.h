@@ -58,7 +58,8 @@ extern const char kRecreateScript[];
 
 // set_max(path, max_pages) -> usage. Creates the group and missing
 // ancestors (unlimited), clears their tombstones and raises the group's
-// configuration version.
+// configuration version. A max below the usage publishes a drain from no
+// node ("<path>\n"), so the nodes react at their next poll.
 extern const char kSetMaxScript[];
 
 // remove(path) -> 1. UMEMCG_BUSY with children or leased pages. Leaves a

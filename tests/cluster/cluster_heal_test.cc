@@ -6,8 +6,8 @@
 // lost is re-created from the nodes' cached configuration (learning mode:
 // first writer wins, claims counted once, exact at quiescence), a stale
 // node cannot overwrite a newer max, and the safe capacity while Redis is
-// unreachable, and drains before refusal (one at a time per group). Also
-// the backoff on its own.
+// unreachable, drains before refusal (one at a time per group), and an
+// over-max cluster reclaiming back under max. Also the backoff on its own.
 
 #include <signal.h>
 
@@ -499,6 +499,105 @@ TEST_F(ClusterHealTest, OneDrainAtATimePerGroup) {
   std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(drain("1", "1").first, 1);
   EXPECT_EQ(drains(), 3);
+}
+
+// A reclaimer holding `cached` pages of its group's usage (a cache).
+class CacheReclaimer : public Reclaimer {
+ public:
+  explicit CacheReclaimer(Group& g) : g_(g) {}
+  bool Fill(uint64_t n) {
+    if (!g_.TryCharge(Pages(n)).ok()) return false;
+    cached_.fetch_add(n);
+    return true;
+  }
+  Pages Reclaimable() override { return Pages(cached_.load()); }
+  Pages Reclaim(Pages target) override {
+    uint64_t have = cached_.load();
+    const uint64_t n = std::min(have, target.raw());
+    if (n == 0 || !cached_.compare_exchange_strong(have, have - n)) {
+      return Pages(0);
+    }
+    g_.Uncharge(Pages(n));
+    calls_.fetch_add(1);
+    return Pages(n);
+  }
+  uint64_t cached() const { return cached_.load(); }
+  int calls() const { return calls_.load(); }
+
+ private:
+  Group& g_;
+  std::atomic<uint64_t> cached_{0};
+  std::atomic<int> calls_{0};
+};
+
+// Back under max by itself: an operator lowers the cluster max below the
+// usage. The node returns its unused lease, then reclaims its share of the
+// excess through the bound group's reclaimers (a max event, no OOM: the
+// memory is reclaimable), and the cluster is back at or under max.
+// Before the fix it stayed over max.
+TEST_F(ClusterHealTest, AnOverMaxClusterReclaimsBackUnderMax) {
+  const ClusterOptions o = Options();
+  auto admin = Connect(o);
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->SetMax("t", Pages(10000)).ok());
+  NodeInProcess a = NewNode(o, "t");
+  ASSERT_TRUE(a.binding);
+  CacheReclaimer cache(*a.g);
+  ASSERT_TRUE(a.g->AddReclaimer(&cache).ok());
+  ASSERT_TRUE(a.g->TryCharge(Pages(200)).ok());  // in use, not reclaimable
+  ASSERT_TRUE(cache.Fill(600));
+  a.ctrl->DrainAllStocks(*a.g);
+  ASSERT_TRUE(a.binding->Sync().ok());
+  const uint64_t events = a.g->events(MemoryEvent::kMax);
+
+  ASSERT_TRUE(admin->SetMax("t", Pages(500)).ok());  // 300 over
+  const auto lowered = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Eventually([&] {
+    auto s = admin->Snapshot();
+    return s.ok() && GroupIn(s.value(), "t").usage <= Pages(500);
+  }));
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - lowered)
+                        .count();
+  // At max now: a new charge succeeds only by reclaiming the cache
+  // locally, never by going over max again.
+  ChargeResult more = a.g->TryCharge(Pages(100));
+  ASSERT_TRUE(a.binding->Sync().ok());
+  EXPECT_LE(GroupIn(admin->Snapshot().value(), "t").usage, Pages(500));
+  if (more.ok()) a.g->Uncharge(Pages(100));
+  const ClusterLeaseState st = a.binding->state();
+  EXPECT_GE(st.over_max_reclaims, 1u);
+  EXPECT_GE(cache.calls(), 1);
+  EXPECT_LE(a.g->usage(), Pages(500));
+  EXPECT_GE(a.g->events(MemoryEvent::kMax), events + 1);
+  EXPECT_EQ(*a.ooms, 0);  // reclaim was enough
+  // Target: 5 poll intervals (250 ms), with 400 ms for a busy machine
+  // (without the push on set-max, nodes learnt it at their next renewal,
+  // a heartbeat: 667 ms here).
+  EXPECT_LE(ms, 5 * o.poll_interval.count() + 400);
+  RecordProperty("back_under_max_ms", static_cast<int>(ms));
+  std::printf("back under max after %.0f ms (poll %lld ms)\n", ms,
+              static_cast<long long>(o.poll_interval.count()));
+  a.g->Uncharge(Pages(200));
+  ASSERT_TRUE(a.g->RemoveReclaimer(&cache).ok());
+  a.g->Uncharge(Pages(cache.cached()));
+}
+
+// Over max with nothing to reclaim: the OOM path runs (as
+// memory_max_write does when reclaim cannot free enough).
+TEST_F(ClusterHealTest, OverMaxWithNothingReclaimableRunsTheOomPath) {
+  const ClusterOptions o = Options();
+  auto admin = Connect(o);
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->SetMax("t", Pages(10000)).ok());
+  NodeInProcess a = NewNode(o, "t");
+  ASSERT_TRUE(a.binding);
+  ASSERT_TRUE(a.g->TryCharge(Pages(800)).ok());
+  a.ctrl->DrainAllStocks(*a.g);
+  ASSERT_TRUE(admin->SetMax("t", Pages(500)).ok());
+  EXPECT_TRUE(Eventually([&] { return *a.ooms >= 1; }));
+  EXPECT_GE(a.g->events(MemoryEvent::kOom), 1u);
+  a.g->Uncharge(Pages(800));
 }
 
 }  // namespace
