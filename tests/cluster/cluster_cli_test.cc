@@ -52,6 +52,72 @@ TEST(ClusterCliTest, TreeShowsGroupsAndLeases) {
   EXPECT_NE(raw.find("16777216"), std::string::npos) << raw;
 }
 
+// A three-level tree with leases on every level: the lease rows keep the
+// guides of their group's ancestors (before the fix they started with
+// blanks where "│" should run), and the output fits a narrow width.
+TEST(ClusterCliTest, TreeLeaseRowsKeepTheGuides) {
+  ClusterSnapshot s;
+  auto group = [](const std::string& path, std::vector<std::string> nodes) {
+    ClusterGroupInfo g{path, Pages(1000), Pages(10), Pages(10), 0, 0, 0, {}};
+    for (const std::string& n : nodes) {
+      g.leases.push_back({n, Pages(5), std::chrono::milliseconds(1000)});
+    }
+    return g;
+  };
+  s.groups.push_back(group("t", {"n0"}));
+  s.groups.push_back(group("t/a", {"n1"}));
+  s.groups.push_back(group("t/a/x", {"n2"}));
+  s.groups.push_back(group("t/b", {"n3"}));
+  const std::string out = cli::RenderClusterTree(s, true);
+  std::vector<std::string> first;
+  for (size_t at = 0; at < out.size();) {
+    const size_t nl = out.find('\n', at);
+    const std::string line = out.substr(at, nl - at);
+    first.push_back(
+        line.substr(0, line.find("  ", line.find_first_of("abnrtx(GROUP"))));
+    at = nl + 1;
+  }
+  // The first column of every line (the tree), in order.
+  const std::vector<std::string> want = {
+      "GROUP",   "(cluster)",     "└─ t",       "   │  · n0",
+      "   ├─ a", "   │  │  · n1", "   │  └─ x", "   │        · n2",
+      "   └─ b", "         · n3"};
+  ASSERT_EQ(first.size(), want.size()) << out;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(first[i].rfind(want[i], 0), 0u)
+        << "line " << i << ": '" << first[i] << "' wants '" << want[i] << "'\n"
+        << out;
+  }
+  // Fits COLUMNS: the first column is shortened, the numbers stay.
+  ClusterSnapshot wide = s;
+  wide.groups[2].leases[0].node = std::string(80, 'n');
+  const std::string narrow = cli::RenderClusterTree(wide, true, 70);
+  for (size_t at = 0; at < narrow.size();) {
+    const size_t nl = narrow.find('\n', at);
+    const std::string line = narrow.substr(at, nl - at);
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(chars, 70u) << narrow;
+    at = nl + 1;
+  }
+  EXPECT_NE(narrow.find("…"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("4096000"), std::string::npos) << narrow;  // max
+}
+
+TEST(ClusterCliTest, SetMaxParsesLikeMemparseAndRefusesEmpty) {
+  EXPECT_EQ(cli::ParseClusterMax("").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cli::ParseClusterMax("  ").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cli::ParseClusterMax("4K").value(), Pages(1));
+  EXPECT_EQ(cli::ParseClusterMax("32M").value(), Pages(8192));
+  EXPECT_EQ(cli::ParseClusterMax("1G").value(), Pages(262144));
+  EXPECT_EQ(cli::ParseClusterMax("1T").value(), Pages(uint64_t{1} << 28));
+  EXPECT_EQ(cli::ParseClusterMax("max").value(), kPageCounterMax);
+  EXPECT_EQ(cli::ParseClusterMax("8192").value(), Pages(2));
+  EXPECT_FALSE(cli::ParseClusterMax("12Q").ok());
+}
+
 TEST(ClusterCliTest, TopShowsDeltas) {
   ClusterSnapshot before = Sample();
   ClusterSnapshot now = Sample();
@@ -82,6 +148,22 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
   std::tie(out, rc) = Shell(tool + "top --once -d 0.05");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("tenants/a"), std::string::npos) << out;
+  // An empty value is refused (it used to set the max to 0 B).
+  std::tie(out, rc) = Shell(tool + "set-max tenants/a ''");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("empty"), std::string::npos) << out;
+  std::tie(out, rc) = Shell(tool + "tree");
+  EXPECT_NE(out.find("32.0M"), std::string::npos) << out;  // unchanged
+  std::tie(out, rc) = Shell("COLUMNS=40 " + tool + "tree");
+  EXPECT_EQ(rc, 0) << out;
+  for (size_t at = 0; at < out.size();) {
+    const size_t nl = out.find('\n', at);
+    const std::string line = out.substr(at, nl - at);
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(chars, 40u) << out;
+    at = nl + 1;
+  }
   std::tie(out, rc) = Shell(tool + "set-max tenants/a junk");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("junk"), std::string::npos) << out;

@@ -4,17 +4,21 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <thread>
 
 #include "format.h"
 #include "top.h"
+#include "umemcg/files.h"
 
 namespace umemcg::cli {
 namespace {
@@ -40,7 +44,58 @@ void OnSignal(int) { g_interrupted = 1; }
 
 }  // namespace
 
-std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw) {
+namespace {
+
+// Characters in UTF-8 text (every byte that is not a continuation byte).
+size_t Chars(std::string_view s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  }));
+}
+
+// The first `n` characters of UTF-8 `s`.
+std::string FirstChars(std::string_view s, size_t n) {
+  size_t i = 0;
+  for (size_t seen = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xc0) != 0x80 && seen++ == n) break;
+  }
+  return std::string(s.substr(0, i));
+}
+
+size_t LongestLine(const std::string& text) {
+  size_t longest = 0, start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    longest = std::max(
+        longest, Chars(std::string_view(text).substr(start, end - start)));
+    start = end + 1;
+  }
+  return longest;
+}
+
+}  // namespace
+
+StatusOr<Pages> ParseClusterMax(std::string_view text) {
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
+  // memory.max takes an empty write as 0; an operator's empty argument is
+  // a mistake (a shell variable that was not set), not "no memory".
+  if (s.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "empty size (use a number with an optional K/M/G/T/P/E "
+                  "suffix, or \"max\")");
+  }
+  return ParseMemoryLimit(s);
+}
+
+std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw,
+                              size_t width) {
   // Reuse the tree drawing: a top row for the whole cluster, each group at
   // its depth.
   MetricsSnapshot shape;
@@ -56,24 +111,81 @@ std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw) {
   for (const ClusterGroupInfo& g : snapshot.groups) {
     if (Depth(g.path) == 1) total += g.usage.in_bytes();
   }
-  Table table({"GROUP", "CURRENT", "MAX", "%MAX", "PEAK", "REFUSED", "EXPIRED",
-               "LEASE EXPIRES"});
-  table.AddRow(
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(
       {"(cluster)", FormatSize(total, raw), "-", "-", "-", "-", "-", "-"});
   for (size_t i = 0; i < snapshot.groups.size(); ++i) {
     const ClusterGroupInfo& g = snapshot.groups[i];
-    table.AddRow({labels[i + 1], FormatSize(Bytes(g.usage), raw),
-                  FormatSize(Bytes(g.max), raw),
-                  FormatPercent(Bytes(g.usage), Bytes(g.max)),
-                  FormatSize(Bytes(g.peak), raw), std::to_string(g.max_events),
-                  std::to_string(g.expired), ""});
-    const std::string indent(static_cast<size_t>(Depth(g.path)) * 3, ' ');
+    const std::string& label = labels[i + 1];
+    rows.push_back(
+        {label, FormatSize(Bytes(g.usage), raw), FormatSize(Bytes(g.max), raw),
+         FormatPercent(Bytes(g.usage), Bytes(g.max)),
+         FormatSize(Bytes(g.peak), raw), std::to_string(g.max_events),
+         std::to_string(g.expired), ""});
+    if (g.leases.empty()) continue;
+    // The lease rows keep the tree's guides: the label's prefix with its
+    // own branch continued ("├─ " -> "│  ", "└─ " -> "   "), then a guide
+    // down to the group's children if it has any.
+    const std::string name(
+        std::string_view(g.path).substr(g.path.rfind('/') + 1));
+    constexpr std::string_view kBranch = "├─ ";  // same size as "└─ "
+    const size_t guides = label.size() - name.size() - kBranch.size();
+    std::string prefix = label.substr(0, guides);
+    prefix +=
+        label.compare(guides, kBranch.size(), kBranch) == 0 ? "│  " : "   ";
+    const bool has_children =
+        i + 1 < snapshot.groups.size() &&
+        Depth(snapshot.groups[i + 1].path) > Depth(g.path);
+    prefix += has_children ? "│  " : "   ";
     for (const ClusterLease& l : g.leases) {
-      table.AddRow({indent + "· " + l.node, FormatSize(Bytes(l.pages), raw), "",
-                    "", "", "", "", Seconds(l.expires_in)});
+      rows.push_back({prefix + "· " + l.node, FormatSize(Bytes(l.pages), raw),
+                      "", "", "", "", "", Seconds(l.expires_in)});
     }
   }
-  return table.Render();
+  std::vector<std::string> header = {"GROUP",   "CURRENT",      "MAX",
+                                     "%MAX",    "PEAK",         "REFUSED",
+                                     "EXPIRED", "LEASE EXPIRES"};
+  auto render = [&] {
+    Table table(header);
+    for (const auto& r : rows) table.AddRow(r);
+    return table.Render();
+  };
+  std::string out = render();
+  // Too wide: shorten the first column (names, node names) with "…", down
+  // to 12 characters; then drop columns from the right (the least needed
+  // first), keeping GROUP and CURRENT.
+  while (LongestLine(out) > width) {
+    size_t col0 = Chars(header[0]);
+    for (const auto& r : rows) col0 = std::max(col0, Chars(r[0]));
+    const size_t excess = LongestLine(out) - width;
+    if (col0 > 12) {
+      const size_t keep =
+          std::max<size_t>(col0 > excess ? col0 - excess : 0, 12);
+      for (auto& r : rows) {
+        if (Chars(r[0]) > keep) r[0] = FirstChars(r[0], keep - 1) + "…";
+      }
+    } else if (header.size() > 2) {
+      header.pop_back();
+      for (auto& r : rows) r.pop_back();
+    } else {
+      break;
+    }
+    out = render();
+  }
+  return out;
+}
+
+size_t TerminalColumns() {
+  if (const char* env = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(env, &end, 10);
+    if (end != env && *end == 0 && v > 0) return v;
+  }
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    return ws.ws_col;
+  }
+  return SIZE_MAX;
 }
 
 std::string RenderClusterTop(const ClusterSnapshot& before,

@@ -19,14 +19,28 @@
 #define UMEMCG_TOOLS_CLUSTER_H_
 
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "umemcg/cluster.h"
 
 namespace umemcg::cli {
 
-// The groups as a tree with their leases below each group.
-std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw);
+// A max for `set-max`: a size with an optional K/M/G/T/P/E suffix (the
+// kernel's memparse) or "max". Unlike a memory.max write, an empty value is
+// refused (kInvalidArgument).
+StatusOr<Pages> ParseClusterMax(std::string_view text);
+
+// The groups as a tree with their leases below each group (on the tree's
+// guides). Output wider than `width` characters gets its first column
+// shortened with "…" (to 12 characters at least), then loses columns from
+// the right (GROUP and CURRENT stay).
+std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw,
+                              size_t width = SIZE_MAX);
+
+// $COLUMNS, else the terminal's width, else SIZE_MAX (not a terminal).
+size_t TerminalColumns();
 
 // One `top` table: groups sorted by usage (descending, then name), with
 // the refusals (max events, local) and expired leases since `before`.
