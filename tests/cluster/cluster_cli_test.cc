@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "cluster.h"
 #include "cluster_test_util.h"
@@ -177,6 +178,52 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
                             " cluster --redis=rediss://127.0.0.1:1 tree");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("TLS"), std::string::npos) << out;
+}
+
+TEST(ClusterCliTest, TopFitsRowsAndColumns) {
+  ClusterSnapshot s;
+  for (int i = 0; i < 6; ++i) {
+    s.groups.push_back({"tenants/" + std::string(40, 'a' + i),
+                        Pages(1000),
+                        Pages(10 + i),
+                        Pages(10),
+                        0,
+                        0,
+                        0,
+                        {}});
+  }
+  const std::string t = cli::RenderClusterTop(s, s, true, 4, 60);
+  EXPECT_NE(t.find("… 3 more"), std::string::npos) << t;
+  size_t lines = 0;
+  for (size_t at = 0; at < t.size(); ++lines) {
+    const size_t nl = t.find('\n', at);
+    const std::string line = t.substr(at, nl - at);
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(chars, 60u) << t;
+    at = nl + 1;
+  }
+  EXPECT_EQ(lines, 5u) << t;  // header + 3 groups + "… 3 more"
+}
+
+// A Redis restart while top runs: it shows that it is reconnecting and
+// goes on (it used to exit 1).
+TEST(ClusterCliTest, TopSurvivesARedisRestart) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  const std::string tool = std::string(UMEMCG_CLI_PATH) +
+                           " cluster --redis=" + redis.value()->url() + " ";
+  ASSERT_EQ(Shell(tool + "set-max t 1M").second, 0);
+  std::pair<std::string, int> result;
+  std::thread top([&] { result = Shell(tool + "top -b -d 0.1 -n 30"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  redis.value()->Kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(redis.value()->Restart().ok());
+  top.join();
+  EXPECT_EQ(result.second, 0) << result.first;
+  EXPECT_NE(result.first.find("reconnecting"), std::string::npos)
+      << result.first;
 }
 
 TEST(ClusterCliTest, BatchTopStopsRightAwayOnSigint) {

@@ -74,6 +74,48 @@ size_t LongestLine(const std::string& text) {
   return longest;
 }
 
+// A table no wider than `width` characters: the first column shortened
+// with "…" (down to 12 characters), then columns dropped from the right
+// (the first two stay). At most `max_rows` rows: the last shown says how
+// many more there are.
+std::string RenderFitted(std::vector<std::string> header,
+                         std::vector<std::vector<std::string>> rows,
+                         size_t width, size_t max_rows) {
+  if (max_rows < rows.size()) {
+    const size_t shown = max_rows > 0 ? max_rows - 1 : 0;
+    const size_t more = rows.size() - shown;
+    rows.resize(shown);
+    std::vector<std::string> note(header.size());
+    note[0] = "… " + std::to_string(more) + " more";
+    rows.push_back(std::move(note));
+  }
+  auto render = [&] {
+    Table table(header);
+    for (const auto& r : rows) table.AddRow(r);
+    return table.Render();
+  };
+  std::string out = render();
+  while (LongestLine(out) > width) {
+    size_t col0 = Chars(header[0]);
+    for (const auto& r : rows) col0 = std::max(col0, Chars(r[0]));
+    const size_t excess = LongestLine(out) - width;
+    if (col0 > 12) {
+      const size_t keep =
+          std::max<size_t>(col0 > excess ? col0 - excess : 0, 12);
+      for (auto& r : rows) {
+        if (Chars(r[0]) > keep) r[0] = FirstChars(r[0], keep - 1) + "…";
+      }
+    } else if (header.size() > 2) {
+      header.pop_back();
+      for (auto& r : rows) r.pop_back();
+    } else {
+      break;
+    }
+    out = render();
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<Pages> ParseClusterMax(std::string_view text) {
@@ -142,37 +184,17 @@ std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw,
                       "", "", "", "", "", Seconds(l.expires_in)});
     }
   }
-  std::vector<std::string> header = {"GROUP",   "CURRENT",      "MAX",
-                                     "%MAX",    "PEAK",         "REFUSED",
-                                     "EXPIRED", "LEASE EXPIRES"};
-  auto render = [&] {
-    Table table(header);
-    for (const auto& r : rows) table.AddRow(r);
-    return table.Render();
-  };
-  std::string out = render();
-  // Too wide: shorten the first column (names, node names) with "…", down
-  // to 12 characters; then drop columns from the right (the least needed
-  // first), keeping GROUP and CURRENT.
-  while (LongestLine(out) > width) {
-    size_t col0 = Chars(header[0]);
-    for (const auto& r : rows) col0 = std::max(col0, Chars(r[0]));
-    const size_t excess = LongestLine(out) - width;
-    if (col0 > 12) {
-      const size_t keep =
-          std::max<size_t>(col0 > excess ? col0 - excess : 0, 12);
-      for (auto& r : rows) {
-        if (Chars(r[0]) > keep) r[0] = FirstChars(r[0], keep - 1) + "…";
-      }
-    } else if (header.size() > 2) {
-      header.pop_back();
-      for (auto& r : rows) r.pop_back();
-    } else {
-      break;
-    }
-    out = render();
+  return RenderFitted({"GROUP", "CURRENT", "MAX", "%MAX", "PEAK", "REFUSED",
+                       "EXPIRED", "LEASE EXPIRES"},
+                      std::move(rows), width, SIZE_MAX);
+}
+
+size_t TerminalLines() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+    return ws.ws_row;
   }
-  return out;
+  return 24;
 }
 
 size_t TerminalColumns() {
@@ -190,7 +212,7 @@ size_t TerminalColumns() {
 
 std::string RenderClusterTop(const ClusterSnapshot& before,
                              const ClusterSnapshot& now, bool raw,
-                             size_t max_rows) {
+                             size_t max_rows, size_t width) {
   std::map<std::string_view, const ClusterGroupInfo*> previous;
   for (const ClusterGroupInfo& g : before.groups) previous[g.path] = &g;
   std::vector<const ClusterGroupInfo*> rows;
@@ -202,23 +224,24 @@ std::string RenderClusterTop(const ClusterSnapshot& before,
   auto delta = [](uint64_t cur, uint64_t old) {
     return cur >= old ? cur - old : cur;
   };
-  Table table({"GROUP", "CURRENT", "MAX", "%MAX", "NODES", "LEASED", "+REFUSED",
-               "+EXPIRED"});
+  std::vector<std::vector<std::string>> table;
   for (const ClusterGroupInfo* g : rows) {
     const auto it = previous.find(g->path);
     const ClusterGroupInfo* old = it == previous.end() ? nullptr : it->second;
     Pages leased;
     for (const ClusterLease& l : g->leases) leased = leased + l.pages;
-    table.AddRow({g->path, FormatSize(Bytes(g->usage), raw),
-                  FormatSize(Bytes(g->max), raw),
-                  FormatPercent(Bytes(g->usage), Bytes(g->max)),
-                  std::to_string(g->leases.size()),
-                  FormatSize(Bytes(leased), raw),
-                  std::to_string(delta(g->max_events_local,
-                                       old ? old->max_events_local : 0)),
-                  std::to_string(delta(g->expired, old ? old->expired : 0))});
+    table.push_back(
+        {g->path, FormatSize(Bytes(g->usage), raw),
+         FormatSize(Bytes(g->max), raw),
+         FormatPercent(Bytes(g->usage), Bytes(g->max)),
+         std::to_string(g->leases.size()), FormatSize(Bytes(leased), raw),
+         std::to_string(
+             delta(g->max_events_local, old ? old->max_events_local : 0)),
+         std::to_string(delta(g->expired, old ? old->expired : 0))});
   }
-  return table.Render(max_rows);
+  return RenderFitted({"GROUP", "CURRENT", "MAX", "%MAX", "NODES", "LEASED",
+                       "+REFUSED", "+EXPIRED"},
+                      std::move(table), width, max_rows);
 }
 
 int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
@@ -227,6 +250,20 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
     if (s.ok()) return std::move(s).value();
     std::fprintf(stderr, "umemcg cluster top: %s\n",
                  std::string(s.status().message()).c_str());
+    return std::nullopt;
+  };
+  // While refreshing, a lost connection (a Redis restart) is shown and
+  // retried at the next refresh; other errors end top.
+  auto refresh =
+      [&cluster](std::string* error) -> std::optional<ClusterSnapshot> {
+    StatusOr<ClusterSnapshot> s = cluster.Snapshot();
+    if (s.ok()) return std::move(s).value();
+    if (s.status().code() == StatusCode::kAgain) {
+      *error = std::string(s.status().message());
+    } else {
+      std::fprintf(stderr, "umemcg cluster top: %s\n",
+                   std::string(s.status().message()).c_str());
+    }
     return std::nullopt;
   };
   std::optional<ClusterSnapshot> previous = sample();
@@ -267,13 +304,22 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
       break;
     }
     if (g_interrupted) break;
-    std::optional<ClusterSnapshot> now = sample();
-    if (!now) {
+    std::string error;
+    std::optional<ClusterSnapshot> now = refresh(&error);
+    if (!now && error.empty()) {
       rc = 1;
       break;
     }
     std::string frame;
     if (interactive) frame = "\x1b[H\x1b[2J";  // home, clear screen
+    if (!now) {
+      frame += "umemcg cluster top: redis " + cluster.redis_address() +
+               " unreachable, reconnecting (" + error + ")\n";
+      if (!interactive) frame += "\n";
+      std::fputs(frame.c_str(), stdout);
+      std::fflush(stdout);
+      continue;
+    }
     char title[200];
     std::snprintf(title, sizeof(title),
                   "umemcg cluster top: %zu groups, redis %s, every %.1f s%s\n",
@@ -281,7 +327,13 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
                   static_cast<double>(options.delay.count()) / 1000,
                   raw_tty ? " (q quits)" : "");
     frame += title;
-    frame += RenderClusterTop(*previous, *now, options.raw);
+    if (interactive) {
+      const size_t lines = TerminalLines();
+      frame += RenderClusterTop(*previous, *now, options.raw,
+                                lines > 3 ? lines - 3 : 1, TerminalColumns());
+    } else {
+      frame += RenderClusterTop(*previous, *now, options.raw);
+    }
     if (!interactive) frame += "\n";
     std::fputs(frame.c_str(), stdout);
     std::fflush(stdout);

@@ -9,7 +9,9 @@
 //   umemcg cluster ... top [--once] [-b] [-d S] [-n N]
 //                                        refreshing table: usage, max,
 //                                        nodes, refusals since the last
-//                                        refresh (q quits)
+//                                        refresh (q quits); fits the
+//                                        terminal; a lost connection is
+//                                        shown and retried
 //
 // The URL defaults to $UMEMCG_REDIS, then redis://127.0.0.1:6379/0.
 //
@@ -41,12 +43,17 @@ std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw,
 
 // $COLUMNS, else the terminal's width, else SIZE_MAX (not a terminal).
 size_t TerminalColumns();
+// The terminal's height in lines, else 24.
+size_t TerminalLines();
 
 // One `top` table: groups sorted by usage (descending, then name), with
 // the refusals (max events, local) and expired leases since `before`.
+// At most `max_rows` rows (the last then says "… N more") and `width`
+// characters (as RenderClusterTree).
 std::string RenderClusterTop(const ClusterSnapshot& before,
                              const ClusterSnapshot& now, bool raw,
-                             size_t max_rows = SIZE_MAX);
+                             size_t max_rows = SIZE_MAX,
+                             size_t width = SIZE_MAX);
 
 struct ClusterTopOptions {
   bool raw = false;
