@@ -111,7 +111,11 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
       goto nomem;
     }
 
-    RaiseEvent(over, MemoryEvent::kMax);
+    // An unreachable limit owner (a coordination error) is not a limit
+    // hit: no max event, but local reclaim may still make room within it.
+    if (over_verdict != ExternalVerdict::kUnavailable) {
+      RaiseEvent(over, MemoryEvent::kMax);
+    }
     raised_max = true;
     bool give_up = false;
     {
@@ -186,7 +190,9 @@ nomem:
     return result;
   }
 force:
-  if (!raised_max) RaiseEvent(over, MemoryEvent::kMax);
+  if (!raised_max && over_verdict != ExternalVerdict::kUnavailable) {
+    RaiseEvent(over, MemoryEvent::kMax);
+  }
   g->memory_.Charge(Pages(n));
   if (ExternalLimits::Active()) ExternalLimits::NotifyForced(g);
   {

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "controller_impl.h"
+#include "umemcg/controller.h"
 #include "umemcg/group.h"
 
 namespace umemcg::internal {
@@ -114,6 +116,31 @@ uint64_t ExternalLimits::Margin(Group* g) {
   margin = std::min(margin, limit->Margin(g->usage().raw()));
   Leave(limit);
   return margin;
+}
+
+uint64_t ExternalLimits::ReclaimExcess(Group& group, uint64_t excess,
+                                       bool may_oom) {
+  if (excess == 0 || tls_charge.in_reclaim > 0 || !group.online()) return 0;
+  const uint64_t before = group.usage().raw();
+  const uint64_t goal = before > excess ? before - excess : 0;
+  ControllerImpl::RaiseEvent(&group, MemoryEvent::kMax);
+  group.controller().DrainAllStocks(group);
+  int retries = kMaxReclaimRetries;
+  int rounds = 0;
+  while (group.usage().raw() > goal && ++rounds <= kMaxProgressRounds) {
+    if (retries > 0) {
+      if (ControllerImpl::ReclaimSubtree(&group, group.usage().raw() - goal) ==
+          0) {
+        --retries;
+      }
+      continue;
+    }
+    if (!may_oom) break;
+    ControllerImpl::RaiseEvent(&group, MemoryEvent::kOom);
+    if (!ControllerImpl::OutOfMemory(&group, 1)) break;
+  }
+  const uint64_t after = group.usage().raw();
+  return before > after ? before - after : 0;
 }
 
 void ExternalLimits::NotifyForced(Group* g) {

@@ -135,6 +135,16 @@ class ExternalLimits {
   // A forced charge of `g`: tells every limit on the way up.
   static void NotifyForced(Group* g);
 
+  // The limit's owner reports `group` over it by `excess` pages (a cluster
+  // over its max): handled like a lowered memory.max (memory_max_write):
+  // a max event, the subtree's stocks drained, reclaim until `excess`
+  // pages are freed or kMaxReclaimRetries rounds free nothing, then, with
+  // `may_oom`, OOM handling while it makes progress. Returns the pages the
+  // group's usage fell by. From a thread that may block, never from a
+  // reclaimer. Exported for libumemcg-cluster.so; not public API.
+  UMEMCG_EXPORT static uint64_t ReclaimExcess(Group& group, uint64_t excess,
+                                              bool may_oom);
+
   // The attached limit's files, for the file interface. FindFile returns
   // null when `group` has no limit or the limit has no such file.
   static const ExternalLimit::FileSpec* FindFile(Group& group,

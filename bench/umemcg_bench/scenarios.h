@@ -52,6 +52,9 @@ StatusOr<std::vector<Result>> RunStatread(const Params& p);
 StatusOr<std::vector<Result>> RunScale(const Params& p);
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
 StatusOr<std::vector<Result>> RunCluster(const Params& p);
+// The median of the per-round ratios a[i] / b[i] (round i of both ran side
+// by side); NAN without a pair. cluster's vs_local and vs_per_charge.
+double PairedRatio(const std::vector<double>* a, const std::vector<double>* b);
 #endif
 
 // Runs scenario `name` (any of the above; not "all").

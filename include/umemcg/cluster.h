@@ -38,6 +38,14 @@
 // fail at once with kAgain, and charges within the current lease keep working
 // until it expires locally.
 //
+// Coordination errors (the cluster group missing, a script error, a lost
+// connection, a timeout) are never memory refusals: no max event, no OOM
+// handling; the charge gets the unavailable result (kAgain), the error is
+// counted by kind and the node backs off (ClusterOptions::backoff_cap). A
+// group Redis lost is re-created by the nodes from the configuration they
+// cached, and they claim their leases again (learning mode). While Redis
+// is unreachable past a lease, a node admits up to its safe capacity.
+//
 // Crash safety: leases expire on the server (lease_ttl) unless renewed by
 // the node's background thread every `heartbeat`; expired leases are
 // collected by the next script run, using the server's clock. A node stops
@@ -57,6 +65,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +107,17 @@ struct ClusterOptions {
   // Lease chunk bounds: the extra pages asked beyond what a charge needs.
   Pages min_chunk{256};    // 1 MiB
   Pages max_chunk{65536};  // 256 MiB
+  // After a coordination error (the group missing, a script error, a lost
+  // connection, a timeout) a binding sends at most one request per backoff
+  // interval, from whichever thread: it starts at poll_interval, doubles
+  // up to this cap (with jitter) and resets on a success.
+  std::chrono::milliseconds backoff_cap{1000};
+  // Safe capacity (Doorman's safe_capacity): what a node may keep using
+  // while Redis cannot be reached and its lease has expired locally.
+  // Unset: the cluster group's max divided by the number of nodes Redis
+  // last reported on it (with an accurate count the shares sum to at most
+  // max). Pages(0): admit nothing new (freeze at the lease's expiry).
+  std::optional<Pages> safe_capacity;
 };
 
 // One binding's lease on a cluster group.
@@ -141,12 +161,34 @@ struct ClusterLeaseState {
   Pages cluster_max;
   Pages cluster_room;  // min over levels of max - usage (0 when over)
   uint64_t cluster_max_events = 0;
+  // What this node may use while Redis is unreachable past its lease
+  // (ClusterOptions::safe_capacity; 0 before the first reply).
+  Pages safe_capacity;
+  // The group was re-created and grants only claims for this long more
+  // (the learning window, as of the last reply).
+  std::chrono::milliseconds learning_for{0};
   // Counters of this binding.
-  uint64_t grants = 0;          // lease grows (full or partial)
-  uint64_t refusals = 0;        // the cluster refused a needed grow
-  uint64_t returns = 0;         // surplus returned
-  uint64_t renewals = 0;        // heartbeat renewals
-  uint64_t unavailable = 0;     // Redis could not be asked or answer
+  uint64_t grants = 0;       // lease grows (full or partial)
+  uint64_t refusals = 0;     // the cluster refused a needed grow
+  uint64_t returns = 0;      // surplus returned
+  uint64_t renewals = 0;     // heartbeat renewals
+  uint64_t unavailable = 0;  // a charge beyond the lease could not ask
+  // Coordination errors by kind (never memory refusals: no max event, no
+  // OOM handling; the charge gets the unavailable result).
+  uint64_t errors_missing = 0;     // the cluster group was gone
+  uint64_t errors_script = 0;      // a script error (corrupt data, ...)
+  uint64_t errors_connection = 0;  // connection lost or refused
+  uint64_t errors_timeout = 0;     // no answer within command_timeout
+  uint64_t recreated = 0;  // this node re-created the lost group (learning)
+  // Drains (drain_all_stock one level up): started by this node before a
+  // refusal at the cluster max, and unused lease returned on another
+  // node's request.
+  uint64_t drains = 0;
+  uint64_t drained = 0;
+  // The cluster was over its max: reclaims of this node's share of the
+  // excess from the bound group, and the pages they freed.
+  uint64_t over_max_reclaims = 0;
+  Pages over_max_reclaimed;
   uint64_t lease_lost = 0;      // Redis had no lease for us (it expired)
   uint64_t forced = 0;          // usage was counted past the cluster max
   uint64_t redis_commands = 0;  // commands sent for this binding

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <functional>
+#include <thread>
 
 #include "cluster/scripts.h"
 #include "umemcg/files.h"
@@ -23,6 +26,7 @@ constexpr int kPartial = 1;
 constexpr int kRefused = 2;
 constexpr int kForced = 3;
 constexpr int kStale = 4;
+constexpr int kLearning = 5;
 
 constexpr std::array<internal::ExternalLimit::FileSpec, 5> kFiles = {{
     {"memory.cluster.group", true, false},
@@ -58,6 +62,8 @@ ClusterBinding::Impl::Impl(std::shared_ptr<cluster_internal::ClusterCore> core,
       owner_(core_->NewLeaseOwner()),
       busy_window_(
           std::min(core_->heartbeat(), std::chrono::milliseconds(1000))),
+      backoff_(core_->options().poll_interval, core_->options().backoff_cap,
+               std::hash<std::string>{}(owner_)),
       chunk_(core_->options().min_chunk.raw()) {
   room_.store(static_cast<int64_t>(kPageCounterMax.raw()),
               std::memory_order_relaxed);
@@ -72,13 +78,32 @@ bool ClusterBinding::Impl::ExpiredAt(Clock::time_point now) const {
 
 bool ClusterBinding::Impl::Admits(uint64_t usage) {
   // seq_cst: pairs with ReturnLocked (see binding.h).
-  if (usage > limit_.load(std::memory_order_seq_cst)) return false;
-  return !ExpiredAt(Clock::now());
+  if (usage <= limit_.load(std::memory_order_seq_cst) &&
+      !ExpiredAt(Clock::now())) {
+    return true;
+  }
+  return SafeAdmits(usage);
+}
+
+bool ClusterBinding::Impl::SafeAdmits(uint64_t usage) {
+  if (!unreachable_.load(std::memory_order_relaxed) && core_->connected()) {
+    return false;
+  }
+  if (!ExpiredAt(Clock::now())) return false;  // the lease decides
+  if (usage > safe_.load(std::memory_order_relaxed)) return false;
+  // In use beyond what Redis counts for this node: once Redis answers
+  // again, the background thread has it count the usage, with force.
+  forced_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 uint64_t ClusterBinding::Impl::Margin(uint64_t usage) {
-  if (ExpiredAt(Clock::now())) return 0;
-  const uint64_t lim = limit_.load(std::memory_order_seq_cst);
+  uint64_t lim = limit_.load(std::memory_order_seq_cst);
+  if (ExpiredAt(Clock::now())) {
+    lim = unreachable_.load(std::memory_order_relaxed) || !core_->connected()
+              ? safe_.load(std::memory_order_relaxed)
+              : 0;
+  }
   return lim > usage ? lim - usage : 0;
 }
 
@@ -111,7 +136,12 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
   if (unbound_) return ExternalVerdict::kGranted;
   // Another thread may have grown the lease while this one waited.
   if (Admits(usage)) return ExternalVerdict::kGranted;
-  if (!core_->connected()) {
+  // Not now: no connection; the group is missing (the background thread
+  // re-creates it); the learning window after a re-creation (only claims
+  // are granted); or backing off after an error. The unavailable result,
+  // as in a partition: never a memory refusal.
+  if (!core_->connected() || missing_.load(std::memory_order_relaxed) ||
+      LearningAt(now) || !backoff_.TryAcquire(now)) {
     unavailable_.fetch_add(1, std::memory_order_relaxed);
     return ExternalVerdict::kUnavailable;
   }
@@ -137,13 +167,10 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
   StatusOr<Outcome> r = RequestLocked(want, usage, /*force=*/false,
                                       /*may_reconnect=*/false);
   if (!r.ok()) {
-    if (r.status().code() == StatusCode::kAgain) {
-      unavailable_.fetch_add(1, std::memory_order_relaxed);
-      return ExternalVerdict::kUnavailable;
-    }
-    // The cluster group was removed, a script error: refuse.
-    refusals_.fetch_add(1, std::memory_order_relaxed);
-    return ExternalVerdict::kRefused;
+    // A coordination error (counted and backed off by RequestLocked), not
+    // a memory refusal: no max event, no OOM handling.
+    unavailable_.fetch_add(1, std::memory_order_relaxed);
+    return ExternalVerdict::kUnavailable;
   }
   switch (r.value().status) {
     case kGranted:
@@ -152,13 +179,148 @@ ExternalVerdict ClusterBinding::Impl::Grow(uint64_t usage, bool may_block,
       return Admits(usage) ? ExternalVerdict::kGranted
                            : ExternalVerdict::kRefused;
     case kRefused:
+      // Before refusing at the cluster max, the other nodes give back the
+      // lease they do not use (drain_all_stock, one level up).
+      if (DrainAndRetry(lock, usage, r.value().limited)) {
+        grants_.fetch_add(1, std::memory_order_relaxed);
+        return ExternalVerdict::kGranted;
+      }
       refusals_.fetch_add(1, std::memory_order_relaxed);
       refused_at_.store(now.time_since_epoch().count(),
                         std::memory_order_relaxed);
       return ExternalVerdict::kRefused;
-    default:
+    default:  // kLearning (the window is now known locally), kStale
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
       return ExternalVerdict::kUnavailable;
   }
+}
+
+bool ClusterBinding::Impl::DrainAndRetry(std::unique_lock<std::mutex>& lock,
+                                         uint64_t usage,
+                                         const std::string& level) {
+  const ClusterOptions& o = core_->options();
+  const std::chrono::milliseconds window = 2 * o.poll_interval;
+  uint64_t sent = 0;
+  StatusOr<Reply> r = core_->Run(
+      cluster_internal::kDrainScript,
+      {level.empty() ? cluster_group_ : level, owner_,
+       std::to_string(window.count()), std::to_string(window.count())},
+      /*may_reconnect=*/false, o.command_timeout, &sent);
+  commands_.fetch_add(sent, std::memory_order_relaxed);
+  if (!r.ok()) {
+    NoteError(r.status(), Clock::now());
+    return false;
+  }
+  const Reply& d = r.value();
+  if (d.type != Reply::Type::kArray || d.elements.size() != 2 ||
+      d.elements[0].type != Reply::Type::kInteger ||
+      d.elements[1].type != Reply::Type::kInteger) {
+    return false;  // a script error: refuse as without a drain
+  }
+  if (d.elements[0].integer == 1)
+    drains_.fetch_add(1, std::memory_order_relaxed);
+  const std::chrono::milliseconds wait =
+      std::min(std::chrono::milliseconds(d.elements[1].integer), window);
+  if (wait.count() <= 0) return false;  // a drain just ran: refuse now
+  // Wait for the other nodes' returns without holding mu_ (their next poll
+  // sees the drain), then retry once.
+  lock.unlock();
+  std::this_thread::sleep_for(wait);
+  if (!cluster_internal::LockWithin(lock, o.command_timeout)) return false;
+  if (unbound_ || Admits(usage)) return true;
+  const uint64_t lease = limit_.load(std::memory_order_relaxed);
+  const uint64_t want = std::max(usage + NextChunkLocked(Clock::now()), lease);
+  StatusOr<Outcome> again = RequestLocked(want, usage, /*force=*/false,
+                                          /*may_reconnect=*/false);
+  // This node asked for the drain: its own reply's new generation is not a
+  // request to give back what it just got.
+  drain_requested_.store(false, std::memory_order_relaxed);
+  return again.ok() &&
+         (again.value().status == kGranted ||
+          again.value().status == kPartial) &&
+         Admits(usage);
+}
+
+void ClusterBinding::Impl::EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
+                                            Clock::time_point now) {
+  // First what is not in use; without any, a renewal tells whether the
+  // cluster is still over (the room is as of the last reply).
+  uint64_t usage = Usage();
+  uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  if (lease > usage) {
+    (void)ReturnLocked(usage);
+  } else {
+    StatusOr<Outcome> r = RequestLocked(lease, std::min(lease, usage),
+                                        /*force=*/true, false);
+    if (!r.ok()) return;
+    renewals_.fetch_add(1, std::memory_order_relaxed);
+  }
+  const int64_t room = room_.load(std::memory_order_relaxed);
+  lease = limit_.load(std::memory_order_seq_cst);
+  if (room >= 0 || lease == 0) return;
+  // Still over: this node's share of the excess, by its part of the
+  // cluster group's usage, is reclaimed like a lowered memory.max.
+  const uint64_t over = static_cast<uint64_t>(-room);
+  const uint64_t total =
+      std::max(cluster_usage_.load(std::memory_order_relaxed), lease);
+  const uint64_t share = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(over) * lease + total - 1) / total);
+  if (share == 0) return;
+  // One enforcement at a time, and Unbind waits for it (the group and its
+  // controller must outlive the reclaim); mu_ is released meanwhile, so
+  // reclaimers may charge. OOM handling at most once per heartbeat.
+  std::unique_lock<std::mutex> e(enforce_mu_, std::try_to_lock);
+  if (!e.owns_lock()) return;
+  const bool may_oom = now >= next_oom_;
+  if (may_oom) next_oom_ = now + core_->heartbeat();
+  lock.unlock();
+  const uint64_t freed =
+      internal::ExternalLimits::ReclaimExcess(*group_ptr_, share, may_oom);
+  over_max_reclaims_.fetch_add(1, std::memory_order_relaxed);
+  over_max_reclaimed_.fetch_add(freed, std::memory_order_relaxed);
+  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout)) {
+    return;
+  }
+  if (unbound_) return;
+  usage = Usage();
+  if (limit_.load(std::memory_order_seq_cst) > usage) (void)ReturnLocked(usage);
+}
+
+void ClusterBinding::Impl::OnDrain(std::string_view path,
+                                   std::string_view from) {
+  if (from == owner_) return;
+  const std::string_view mine = cluster_group_;
+  // Our lease counts at `path` when we are bound to it or below it.
+  if (mine == path || (mine.size() > path.size() && mine.starts_with(path) &&
+                       mine[path.size()] == '/')) {
+    drain_requested_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void ClusterBinding::Impl::NoteError(const Status& s, Clock::time_point now) {
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+      errors_missing_.fetch_add(1, std::memory_order_relaxed);
+      if (!missing_.exchange(true, std::memory_order_relaxed)) core_->Wake();
+      break;
+    case StatusCode::kAgain: {
+      // Run's and the connection's kAgain texts: a timeout (or the
+      // connection held by a request waiting for one) or a lost connection.
+      const std::string_view m = s.message();
+      if (m.find("timeout") != std::string_view::npos ||
+          m.find("busy") != std::string_view::npos) {
+        errors_timeout_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        errors_connection_.fetch_add(1, std::memory_order_relaxed);
+      }
+      unreachable_.store(true, std::memory_order_relaxed);
+      break;
+    }
+    default:
+      errors_script_.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+  backoff_.OnError(now);
 }
 
 uint64_t ClusterBinding::Impl::NextChunkLocked(Clock::time_point now) {
@@ -194,23 +356,82 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   StatusOr<Reply> r = core_->Run(cluster_internal::kLeaseScript, args,
                                  may_reconnect, o.command_timeout, &sent);
   commands_.fetch_add(sent, std::memory_order_relaxed);
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    NoteError(r.status(), sent_at);
+    return r.status();
+  }
   const Reply& reply = r.value();
-  if (reply.is_error()) return cluster_internal::ScriptError(reply);
-  if (reply.type != Reply::Type::kArray || reply.elements.size() != 9) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "redis: malformed lease reply");
+  Status bad = Status::Ok();
+  if (reply.is_error()) {
+    bad = cluster_internal::ScriptError(reply);
+  } else if (reply.type != Reply::Type::kArray || reply.elements.size() != 13 ||
+             reply.elements[11].type != Reply::Type::kArray ||
+             reply.elements[11].elements.size() % 3 != 0) {
+    bad =
+        Status(StatusCode::kFailedPrecondition, "redis: malformed lease reply");
   }
-  int64_t v[8];
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 8}) {
+  // v[i] is element i (7, the limiting level's name, is not a number; 11
+  // is the configuration).
+  int64_t v[13] = {};
+  for (size_t i = 0; bad.ok() && i < 13; ++i) {
+    if (i == 7 || i == 11) continue;
     StatusOr<int64_t> x = IntAt(reply, i);
-    if (!x.ok()) return x.status();
-    v[i == 8 ? 7 : i] = x.value();
+    if (x.ok()) {
+      v[i] = x.value();
+    } else {
+      bad = x.status();
+    }
   }
+  std::vector<LevelConfig> chain;
+  for (size_t i = 0; bad.ok() && i < reply.elements[11].elements.size();
+       i += 3) {
+    const std::vector<Reply>& e = reply.elements[11].elements;
+    if (e[i].type != Reply::Type::kString ||
+        e[i + 1].type != Reply::Type::kInteger ||
+        e[i + 2].type != Reply::Type::kInteger) {
+      bad = Status(StatusCode::kFailedPrecondition,
+                   "redis: malformed lease reply (configuration)");
+      break;
+    }
+    chain.push_back({e[i].str, AsCount(e[i + 1].integer), e[i + 2].integer});
+  }
+  if (!bad.ok()) {
+    NoteError(bad, sent_at);
+    return bad;
+  }
+  backoff_.OnSuccess();
+  unreachable_.store(false, std::memory_order_relaxed);
+  missing_.store(false, std::memory_order_relaxed);
+  if (!chain.empty()) config_ = std::move(chain);
+  learning_until_.store(v[10] > 0 ? (sent_at + std::chrono::milliseconds(v[10]))
+                                        .time_since_epoch()
+                                        .count()
+                                  : 0,
+                        std::memory_order_relaxed);
+  // Safe capacity: configured, or the max shared by the nodes Redis knows.
+  const uint64_t nodes = std::max<uint64_t>(AsCount(v[9]), 1);
+  safe_.store(o.safe_capacity.has_value() ? o.safe_capacity->raw()
+                                          : AsCount(v[5]) / nodes,
+              std::memory_order_relaxed);
   Outcome out;
   out.status = static_cast<int>(v[0]);
   out.lease = AsCount(v[1]);
-  if (out.status != kStale) {
+  if (reply.elements[7].type == Reply::Type::kString) {
+    out.limited = reply.elements[7].str;
+  }
+  // A drain this node's pub/sub subscriber missed: seen here, on the next
+  // reply (the generation rises with every drain of a level of the path).
+  if (drain_gen_seen_ >= 0 && v[12] > drain_gen_seen_) {
+    drain_requested_.store(true, std::memory_order_relaxed);
+  }
+  drain_gen_seen_ = v[12];
+  if (out.status == kLearning && v[8] != 0 && had_lease_) {
+    // Re-created by another node while this one held a lease: claim it
+    // (RecoverLocked finds the group there and claims with force).
+    missing_.store(true, std::memory_order_relaxed);
+    core_->Wake();
+  }
+  if (out.status != kStale && out.status != kLearning) {
     // After Redis confirmed: raise (or, reconciling, set) the lease. The
     // local expiry counts from before the request was sent, so it comes
     // no later than the server's minus the margin.
@@ -221,7 +442,7 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
                       .time_since_epoch()
                       .count(),
                   std::memory_order_relaxed);
-    if (v[7] != 0 && had_lease_) lost_.fetch_add(1, std::memory_order_relaxed);
+    if (v[8] != 0 && had_lease_) lost_.fetch_add(1, std::memory_order_relaxed);
     had_lease_ = out.lease > 0;
     if (out.status == kForced) {
       forced_grants_.fetch_add(1, std::memory_order_relaxed);
@@ -235,22 +456,23 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
   return out;
 }
 
-void ClusterBinding::Impl::ReturnLocked(uint64_t target) {
+bool ClusterBinding::Impl::ReturnLocked(uint64_t target) {
   const uint64_t lease = limit_.load(std::memory_order_seq_cst);
-  if (target >= lease) return;
+  if (target >= lease) return false;
   // Lower first, then check usage (see binding.h): a charger either sees
   // the new limit or this thread sees its pages.
   limit_.store(target, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (Usage() > target) {
     limit_.store(lease, std::memory_order_seq_cst);
-    return;
+    return false;
   }
   StatusOr<Outcome> r = RequestLocked(target, target, /*force=*/false,
                                       /*may_reconnect=*/false);
   // On failure the lease stays lowered here; the next renewal (which asks
   // for the local lease) makes Redis agree.
   if (r.ok()) returns_.fetch_add(1, std::memory_order_relaxed);
+  return r.ok();
 }
 
 void ClusterBinding::Impl::Tick(Clock::time_point now) {
@@ -258,6 +480,25 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   if (!cluster_internal::LockWithin(lock, core_->options().command_timeout))
     return;
   if (unbound_ || !core_->connected()) return;
+  // After an error, one request per backoff interval (shared with the
+  // charging threads).
+  if (!backoff_.TryAcquire(now)) return;
+  if (missing_.load(std::memory_order_relaxed)) {
+    RecoverLocked();
+    return;
+  }
+  // Another node is refused at the max: give back what is not in use.
+  if (drain_requested_.exchange(false, std::memory_order_relaxed)) {
+    const uint64_t in_use = Usage();
+    if (limit_.load(std::memory_order_seq_cst) > in_use &&
+        ReturnLocked(in_use)) {
+      drained_.fetch_add(1, std::memory_order_relaxed);
+      // No prefetch for a heartbeat: the room is for the node that asked
+      // (a charge of this node that runs short still grows the lease).
+      no_prefetch_until_ = now + core_->heartbeat();
+      return;
+    }
+  }
   const uint64_t min_chunk = core_->options().min_chunk.raw();
   const uint64_t usage = Usage();
   const uint64_t lease = limit_.load(std::memory_order_seq_cst);
@@ -274,7 +515,9 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   const int64_t room = room_.load(std::memory_order_relaxed);
   // Prefetch below the low-water mark (half a chunk left), or for a
   // non-blocking charge that ran short, while the cluster has room.
-  if (room > 0 && (ran_short || lease - usage < chunk_ / 2)) {
+  if (room > 0 && !LearningAt(now) &&
+      (ran_short ||
+       (lease - usage < chunk_ / 2 && now >= no_prefetch_until_))) {
     const uint64_t want = std::max(usage + NextChunkLocked(now), lease);
     if (want > lease) {
       StatusOr<Outcome> r = RequestLocked(want, lease, false, false);
@@ -293,8 +536,8 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // Return the surplus: all of the unused lease while the cluster is over
   // its max, else what exceeds one chunk once usage is two chunks below
   // the lease (refill_stock draining above the batch, one level up).
-  if (room < 0 && lease > usage) {
-    ReturnLocked(usage);
+  if (room < 0) {
+    EnforceMaxLocked(lock, now);
     return;
   }
   if (lease > usage + 2 * chunk_) {
@@ -306,6 +549,56 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
                                         /*force=*/true, false);
     if (r.ok()) renewals_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void ClusterBinding::Impl::RecoverLocked() {
+  const ClusterOptions& o = core_->options();
+  if (config_.empty()) return;  // never answered: nothing to rebuild from
+  std::vector<std::string> args = {std::to_string(o.lease_ttl.count())};
+  for (const LevelConfig& c : config_) {
+    args.push_back(c.path);
+    args.push_back(std::to_string(c.max));
+    args.push_back(std::to_string(c.ver));
+  }
+  uint64_t sent = 0;
+  StatusOr<Reply> r =
+      core_->Run(cluster_internal::kRecreateScript, args,
+                 /*may_reconnect=*/false, o.command_timeout, &sent);
+  commands_.fetch_add(sent, std::memory_order_relaxed);
+  const Clock::time_point now = Clock::now();
+  if (!r.ok()) {
+    NoteError(r.status(), now);
+    return;
+  }
+  if (r.value().is_error()) {
+    NoteError(cluster_internal::ScriptError(r.value()), now);
+    return;
+  }
+  if (r.value().type != Reply::Type::kInteger || r.value().integer < 0) {
+    // An operator removed the group: it stays missing for this node.
+    NoteError(Status(StatusCode::kNotFound,
+                     "cluster group '" + cluster_group_ + "' was removed"),
+              now);
+    return;
+  }
+  if (r.value().integer == 1) {
+    recreated_.fetch_add(1, std::memory_order_relaxed);
+    std::fprintf(stderr,
+                 "umemcg-cluster: %s re-created cluster group '%s' (max %llu "
+                 "pages) that Redis %s lost; granting only claims for %lld "
+                 "ms\n",
+                 owner_.c_str(), cluster_group_.c_str(),
+                 static_cast<unsigned long long>(config_.front().max),
+                 cluster_internal::RedisUrlForDisplay(core_->url()).c_str(),
+                 static_cast<long long>(o.lease_ttl.count()));
+  }
+  missing_.store(false, std::memory_order_relaxed);
+  // Claim what this node holds (learning mode): counted again, never
+  // twice (absolute values), past max if it must be.
+  const uint64_t usage = Usage();
+  const uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  (void)RequestLocked(std::max(lease, usage), usage, /*force=*/true,
+                      /*may_reconnect=*/false);
 }
 
 Status ClusterBinding::Impl::Start() {
@@ -343,6 +636,8 @@ Status ClusterBinding::Impl::Unbind() {
   // Outside mu_: Detach waits for chargers, which may wait for mu_.
   (void)internal::ExternalLimits::Detach(*group_ptr_, this);
   core_->Unregister(this);
+  // An over-max reclaim of the background thread finishes first.
+  std::lock_guard<std::mutex> enforce(enforce_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   if (unbound_) return Status::Ok();
   unbound_ = true;
@@ -388,6 +683,13 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   s.cluster_max = Pages(cluster_max_.load(kR));
   s.cluster_room = Pages(AsCount(room_.load(kR)));
   s.cluster_max_events = cluster_events_.load(kR);
+  s.safe_capacity = Pages(safe_.load(kR));
+  const int64_t learn =
+      learning_until_.load(kR) - now.time_since_epoch().count();
+  if (learn > 0) {
+    s.learning_for = std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::duration(learn));
+  }
   s.grants = grants_.load(kR);
   s.refusals = refusals_.load(kR);
   s.returns = returns_.load(kR);
@@ -396,6 +698,15 @@ ClusterLeaseState ClusterBinding::Impl::State() const {
   s.lease_lost = lost_.load(kR);
   s.forced = forced_grants_.load(kR);
   s.redis_commands = commands_.load(kR);
+  s.errors_missing = errors_missing_.load(kR);
+  s.errors_script = errors_script_.load(kR);
+  s.errors_connection = errors_connection_.load(kR);
+  s.errors_timeout = errors_timeout_.load(kR);
+  s.recreated = recreated_.load(kR);
+  s.drains = drains_.load(kR);
+  s.drained = drained_.load(kR);
+  s.over_max_reclaims = over_max_reclaims_.load(kR);
+  s.over_max_reclaimed = Pages(over_max_reclaimed_.load(kR));
   return s;
 }
 
@@ -431,6 +742,17 @@ StatusOr<std::string> ClusterBinding::Impl::ReadFile(std::string_view name) {
     out += Line("lease_lost", s.lease_lost);
     out += Line("forced", s.forced);
     out += Line("redis_commands", s.redis_commands);
+    out += Line("safe_capacity_bytes", s.safe_capacity.in_bytes());
+    out += Line("learning_ms", AsCount(s.learning_for.count()));
+    out += Line("errors_missing", s.errors_missing);
+    out += Line("errors_script", s.errors_script);
+    out += Line("errors_connection", s.errors_connection);
+    out += Line("errors_timeout", s.errors_timeout);
+    out += Line("recreated", s.recreated);
+    out += Line("drains", s.drains);
+    out += Line("drained", s.drained);
+    out += Line("over_max_reclaims", s.over_max_reclaims);
+    out += Line("over_max_reclaimed_bytes", s.over_max_reclaimed.in_bytes());
     return out;
   }
   return Status(StatusCode::kNotFound, "no such file: " + std::string(name));

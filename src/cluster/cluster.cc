@@ -88,6 +88,9 @@ Status ValidateOptions(ClusterOptions& o) {
   if (o.poll_interval.count() <= 0) {
     return Invalid("poll_interval must be positive");
   }
+  if (o.backoff_cap < o.poll_interval) {
+    return Invalid("backoff_cap must be at least poll_interval");
+  }
   const milliseconds margin =
       o.safety_margin.count() > 0 ? o.safety_margin : o.lease_ttl / 5;
   const milliseconds heartbeat =

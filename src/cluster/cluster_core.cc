@@ -32,6 +32,9 @@ Status ClusterCore::Start() {
     Status s = EnsureConnectedLocked(/*force=*/true);
     if (!s.ok()) return s;
   }
+  // Subscribe to the drain channel now, before any binding exists (the
+  // background thread retries if this fails).
+  PollDrains({});
   thread_ = std::thread([this] { Main(); });
   return Status::Ok();
 }
@@ -122,6 +125,37 @@ void ClusterCore::Wake() {
   cv_.notify_all();
 }
 
+void ClusterCore::PollDrains(
+    const std::vector<std::shared_ptr<Tickable>>& bindings) {
+  if (sub_ == nullptr || sub_->broken()) {
+    sub_.reset();
+    const Clock::time_point now = Clock::now();
+    if (!connected() || now - last_sub_attempt_ < std::chrono::seconds(1)) {
+      return;
+    }
+    last_sub_attempt_ = now;
+    StatusOr<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(
+        url_, options_.connect_timeout, options_.command_timeout);
+    if (!c.ok()) return;
+    StatusOr<Reply> r = c.value()->Command({"SUBSCRIBE", hash_key_ + ":drain"});
+    if (!r.ok() || r.value().is_error()) return;
+    sub_ = std::move(c).value();
+  }
+  StatusOr<std::vector<std::string>> msgs = sub_->PollMessages();
+  if (!msgs.ok()) {
+    sub_.reset();
+    return;
+  }
+  for (const std::string& m : msgs.value()) {
+    // "<path>\n<owner>"
+    const size_t nl = m.find('\n');
+    if (nl == std::string::npos) continue;
+    const std::string_view path(m.data(), nl);
+    const std::string_view from(m.data() + nl + 1, m.size() - nl - 1);
+    for (const auto& b : bindings) b->OnDrain(path, from);
+  }
+}
+
 void ClusterCore::Main() {
   const std::chrono::milliseconds poll =
       std::max(options_.poll_interval, std::chrono::milliseconds(1));
@@ -138,6 +172,7 @@ void ClusterCore::Main() {
         (void)EnsureConnectedLocked(/*force=*/false);
       }
     }
+    PollDrains(bindings);
     const Clock::time_point now = Clock::now();
     for (const auto& b : bindings) b->Tick(now);
     bindings.clear();  // drop the references outside mu_

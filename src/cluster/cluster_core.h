@@ -3,7 +3,9 @@
 // ClusterCore: what a Cluster and its bindings share: the options, the one
 // Redis connection (a mutex locked with LockWithin: no caller waits for it
 // longer than the command timeout), the background thread that renews,
-// prefetches and returns leases, and the list of live bindings.
+// prefetches and returns leases, and the list of live bindings. The
+// background thread also holds a second connection subscribed to the drain
+// channel ("{prefix}:drain"), read without waiting once per poll.
 //
 // Thread safety: Run may be called from any thread. The background thread
 // calls Binding::Tick; bindings register and unregister under mu_.
@@ -18,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -50,6 +53,13 @@ class Tickable {
   virtual ~Tickable() = default;
   // Renew, prefetch, return surplus or reconcile, as due at `now`.
   virtual void Tick(Clock::time_point now) = 0;
+  // A node (`from`, a lease owner) asked the nodes holding lease on
+  // cluster group `path` or below to return their unused lease now (a
+  // drain, published on the drain channel). Called before the next Tick.
+  virtual void OnDrain(std::string_view path, std::string_view from) {
+    (void)path;
+    (void)from;
+  }
 };
 
 class ClusterCore {
@@ -97,6 +107,9 @@ class ClusterCore {
   // REQUIRES: conn_mu_ held. Connects if not connected (rate limited
   // unless `force`).
   Status EnsureConnectedLocked(bool force);
+  // Background thread: (re)subscribes to the drain channel (at most once
+  // per second) and hands the drain messages that arrived to `bindings`.
+  void PollDrains(const std::vector<std::shared_ptr<Tickable>>& bindings);
   void Main();
 
   const ClusterOptions options_;
@@ -116,6 +129,10 @@ class ClusterCore {
   std::atomic<uint64_t> commands_{0};
   // Relaxed: only uniqueness matters.
   std::atomic<uint64_t> next_binding_{1};
+
+  // The drain channel's subscriber; only the background thread uses it.
+  std::unique_ptr<RedisConnection> sub_;
+  Clock::time_point last_sub_attempt_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -3,6 +3,7 @@
 #include "cluster/redis_client.h"
 
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <sys/time.h>
 
 #include <cerrno>
@@ -269,6 +270,40 @@ StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
     }
   }
   return conn;
+}
+
+StatusOr<std::vector<std::string>> RedisConnection::PollMessages() {
+  std::vector<std::string> out;
+  if (broken_) return Status(StatusCode::kAgain, "redis connection is broken");
+  for (;;) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+      broken_ = true;
+      return Status(StatusCode::kAgain, "redis: malformed pub/sub data");
+    }
+    if (raw == nullptr) {
+      // Nothing parsed: read what the socket has, without waiting.
+      pollfd p{ctx_->fd, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) return out;
+      if (redisBufferRead(ctx_) != REDIS_OK) {
+        broken_ = true;
+        return Status(StatusCode::kAgain, "redis: pub/sub connection lost");
+      }
+      if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+        broken_ = true;
+        return Status(StatusCode::kAgain, "redis: malformed pub/sub data");
+      }
+      if (raw == nullptr) return out;
+    }
+    auto* r = static_cast<redisReply*>(raw);
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING &&
+        std::string_view(r->element[0]->str, r->element[0]->len) == "message" &&
+        r->element[2]->type == REDIS_REPLY_STRING) {
+      out.emplace_back(r->element[2]->str, r->element[2]->len);
+    }
+    freeReplyObject(r);
+  }
 }
 
 RedisConnection::~RedisConnection() {

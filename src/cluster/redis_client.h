@@ -83,6 +83,12 @@ class RedisConnection {
   StatusOr<Reply> Eval(const char* script, const std::vector<std::string>& keys,
                        const std::vector<std::string>& args);
 
+  // Pub/sub: after a successful Command({"SUBSCRIBE", channel}) the
+  // connection only receives. Returns the messages ("message" replies:
+  // their payloads) that have arrived, without waiting; kAgain when the
+  // connection broke.
+  StatusOr<std::vector<std::string>> PollMessages();
+
   bool broken() const { return broken_; }
   // Commands sent on this connection (EVALSHA + EVAL fallbacks, ...).
   uint64_t commands() const { return commands_; }

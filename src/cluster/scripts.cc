@@ -14,6 +14,7 @@ namespace umemcg::cluster_internal {
   "local P = KEYS[1]\n"                                                        \
   "local EXP = P .. ':exp'\n"                                                  \
   "local GROUPS = P .. ':groups'\n"                                            \
+  "local REMOVED = P .. ':removed'\n"                                          \
   "local UNLIMITED = 2251799813685247\n"                                       \
   "local function gkey(p) return P .. ':g:' .. p end\n"                        \
   "local function lkey(p) return P .. ':l:' .. p end\n"                        \
@@ -121,11 +122,21 @@ const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
     "local status = 0\n"
     "local target = want\n"
     "local limited = ''\n"
+    // The learning window after a re-creation (the latest over the levels):
+    // only claims (force) may grow a lease.
+    "local learn = 0\n"
+    "for _, lv in ipairs(levels(path)) do\n"
+    "  local u = hnum(gkey(lv), 'learn_until')\n"
+    "  if u > learn then learn = u end\n"
+    "end\n"
     "if had and seq <= hnum(skey(path), node) then\n"
     "  status = 4\n"
     "  target = old\n"
     "else\n"
-    "  if want > old then\n"
+    "  if want > old and not force and learn > now then\n"
+    "    target = old\n"
+    "    status = 5\n"
+    "  elseif want > old then\n"
     "    local room, lim = room_of(path, need - old)\n"
     "    local can = old\n"
     "    if room > 0 then can = old + room end\n"
@@ -160,8 +171,22 @@ const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
     "local k = gkey(path)\n"
     "local lost = 0\n"
     "if not had then lost = 1 end\n"
+    "local learn_left = 0\n"
+    "if learn > now then learn_left = learn - now end\n"
+    // The configuration of every level, leaf first, for re-creation.
+    "local chain = {}\n"
+    "for _, lv in ipairs(levels(path)) do\n"
+    "  chain[#chain + 1] = lv\n"
+    "  chain[#chain + 1] = hnum(gkey(lv), 'max')\n"
+    "  chain[#chain + 1] = hnum(gkey(lv), 'ver')\n"
+    "end\n"
+    "local drain_gen = 0\n"
+    "for _, lv in ipairs(levels(path)) do\n"
+    "  drain_gen = drain_gen + hnum(gkey(lv), 'drain_gen')\n"
+    "end\n"
     "return {status, target, ttl, room_after, hnum(k, 'usage'),\n"
-    "        hnum(k, 'max'), hnum(k, 'events_max'), limited, lost}\n";
+    "        hnum(k, 'max'), hnum(k, 'events_max'), limited, lost,\n"
+    "        redis.call('HLEN', lkey(path)), learn_left, chain, drain_gen}\n";
 
 const char kSetMaxScript[] = UMEMCG_LUA_PRELUDE
     "local path = ARGV[1]\n"
@@ -177,8 +202,19 @@ const char kSetMaxScript[] = UMEMCG_LUA_PRELUDE
     "    redis.call('SADD', GROUPS, lv[i])\n"
     "  end\n"
     "end\n"
-    "redis.call('HSET', gkey(path), 'max', max)\n"
-    "return hnum(gkey(path), 'usage')\n";
+    "for i = 1, #lv do redis.call('SREM', REMOVED, lv[i]) end\n"
+    // The configuration version: the server's clock in ms, and above the
+    // previous one, so it also orders a set-max made after Redis lost the
+    // group above every version a node cached before the loss.
+    "local k = gkey(path)\n"
+    "local ver = math.max(hnum(k, 'ver') + 1, now)\n"
+    "redis.call('HSET', k, 'max', max, 'ver', ver)\n"
+    // Below the usage: the nodes hear it now (a drain from no node), return
+    // their unused lease and see the cluster over max in the reply.
+    "if max < hnum(k, 'usage') then\n"
+    "  redis.call('PUBLISH', P .. ':drain', path .. '\\n')\n"
+    "end\n"
+    "return hnum(k, 'usage')\n";
 
 const char kRemoveScript[] = UMEMCG_LUA_PRELUDE
     "local path = ARGV[1]\n"
@@ -200,7 +236,54 @@ const char kRemoveScript[] = UMEMCG_LUA_PRELUDE
     "end\n"
     "redis.call('DEL', gkey(path), lkey(path), skey(path))\n"
     "redis.call('SREM', GROUPS, path)\n"
+    // A tombstone: bound nodes must not re-create a group an operator
+    // removed (a FLUSHALL takes it too, and then they do).
+    "redis.call('SADD', REMOVED, path)\n"
     "return 1\n";
+
+const char kDrainScript[] = UMEMCG_LUA_PRELUDE
+    "local path, node = ARGV[1], ARGV[2]\n"
+    "local window = num(ARGV[3], 'window')\n"
+    "local cooldown = num(ARGV[4], 'cooldown')\n"
+    "valid_path(path)\n"
+    "must_exist(path)\n"
+    "local k = gkey(path)\n"
+    "local till = hnum(k, 'drain_until')\n"
+    // One drain at a time (the kernel's percpu_charge_mutex, one level
+    // up): join the one running; right after one, do not start another.
+    "if now < till then return {0, till - now} end\n"
+    "if now < till + cooldown then return {0, 0} end\n"
+    "redis.call('HINCRBY', k, 'drain_gen', 1)\n"
+    "redis.call('HINCRBY', k, 'drains', 1)\n"
+    "redis.call('HSET', k, 'drain_until', now + window)\n"
+    "redis.call('PUBLISH', P .. ':drain', path .. '\\n' .. node)\n"
+    "return {1, window}\n";
+
+const char kRecreateScript[] = UMEMCG_LUA_PRELUDE
+    "local ttl = num(ARGV[1], 'ttl')\n"
+    "if #ARGV < 4 then fail('UMEMCG_INVALID', 'no configuration') end\n"
+    "if redis.call('SISMEMBER', REMOVED, ARGV[2]) == 1 then return -1 end\n"
+    "local created = 0\n"
+    "for i = 2, #ARGV - 2, 3 do\n"
+    "  local path = ARGV[i]\n"
+    "  local max = num(ARGV[i + 1], 'max')\n"
+    "  local ver = num(ARGV[i + 2], 'ver')\n"
+    "  valid_path(path)\n"
+    "  if max < 0 or max > UNLIMITED then max = UNLIMITED end\n"
+    "  local k = gkey(path)\n"
+    "  if redis.call('EXISTS', k) == 0 then\n"
+    "    redis.call('HSET', k, 'max', max, 'usage', 0, 'peak', 0,\n"
+    "               'events_max', 0, 'events_max_local', 0, 'expired', 0,\n"
+    "               'ver', ver, 'learn_until', now + ttl)\n"
+    "    redis.call('SADD', GROUPS, path)\n"
+    "    if i == 2 then created = 1 end\n"
+    "  elseif hnum(k, 'ver') < ver then\n"
+    // A configuration this node saw last and Redis lost (a restart that
+    // lost the last writes): the newer one wins, never the older.
+    "    redis.call('HSET', k, 'max', max, 'ver', ver)\n"
+    "  end\n"
+    "end\n"
+    "return created\n";
 
 const char kSnapshotScript[] = UMEMCG_LUA_PRELUDE
     "local out = {}\n"

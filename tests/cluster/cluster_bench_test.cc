@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "scenarios.h"
 
 namespace umemcg::bench {
@@ -39,6 +41,18 @@ TEST(ClusterBenchTest, VariantsFieldsAndExactness) {
   }
   EXPECT_EQ(ScenarioVariants("cluster"),
             (std::vector<std::string>{"lease", "per-charge", "local"}));
+}
+
+// vs_local / vs_per_charge: the median of per-round ratios, not the ratio
+// of the medians (which pairs numbers from different rounds).
+TEST(ClusterBenchTest, RatiosAreMediansOfPerRoundRatios) {
+  const std::vector<double> lease = {100, 10, 50};
+  const std::vector<double> local = {100, 20, 25};
+  // Per round: 1, 0.5, 2 -> median 1. Ratio of medians: 50 / 25 = 2.
+  EXPECT_DOUBLE_EQ(PairedRatio(&lease, &local), 1.0);
+  EXPECT_TRUE(std::isnan(PairedRatio(&lease, nullptr)));
+  const std::vector<double> none;
+  EXPECT_TRUE(std::isnan(PairedRatio(&lease, &none)));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "cluster.h"
 #include "cluster_test_util.h"
@@ -52,6 +53,72 @@ TEST(ClusterCliTest, TreeShowsGroupsAndLeases) {
   EXPECT_NE(raw.find("16777216"), std::string::npos) << raw;
 }
 
+// A three-level tree with leases on every level: the lease rows keep the
+// guides of their group's ancestors (before the fix they started with
+// blanks where "│" should run), and the output fits a narrow width.
+TEST(ClusterCliTest, TreeLeaseRowsKeepTheGuides) {
+  ClusterSnapshot s;
+  auto group = [](const std::string& path, std::vector<std::string> nodes) {
+    ClusterGroupInfo g{path, Pages(1000), Pages(10), Pages(10), 0, 0, 0, {}};
+    for (const std::string& n : nodes) {
+      g.leases.push_back({n, Pages(5), std::chrono::milliseconds(1000)});
+    }
+    return g;
+  };
+  s.groups.push_back(group("t", {"n0"}));
+  s.groups.push_back(group("t/a", {"n1"}));
+  s.groups.push_back(group("t/a/x", {"n2"}));
+  s.groups.push_back(group("t/b", {"n3"}));
+  const std::string out = cli::RenderClusterTree(s, true);
+  std::vector<std::string> first;
+  for (size_t at = 0; at < out.size();) {
+    const size_t nl = out.find('\n', at);
+    const std::string line = out.substr(at, nl - at);
+    first.push_back(
+        line.substr(0, line.find("  ", line.find_first_of("abnrtx(GROUP"))));
+    at = nl + 1;
+  }
+  // The first column of every line (the tree), in order.
+  const std::vector<std::string> want = {
+      "GROUP",   "(cluster)",     "└─ t",       "   │  · n0",
+      "   ├─ a", "   │  │  · n1", "   │  └─ x", "   │        · n2",
+      "   └─ b", "         · n3"};
+  ASSERT_EQ(first.size(), want.size()) << out;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(first[i].rfind(want[i], 0), 0u)
+        << "line " << i << ": '" << first[i] << "' wants '" << want[i] << "'\n"
+        << out;
+  }
+  // Fits COLUMNS: the first column is shortened, the numbers stay.
+  ClusterSnapshot wide = s;
+  wide.groups[2].leases[0].node = std::string(80, 'n');
+  const std::string narrow = cli::RenderClusterTree(wide, true, 70);
+  for (size_t at = 0; at < narrow.size();) {
+    const size_t nl = narrow.find('\n', at);
+    const std::string line = narrow.substr(at, nl - at);
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(chars, 70u) << narrow;
+    at = nl + 1;
+  }
+  EXPECT_NE(narrow.find("…"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("4096000"), std::string::npos) << narrow;  // max
+}
+
+TEST(ClusterCliTest, SetMaxParsesLikeMemparseAndRefusesEmpty) {
+  EXPECT_EQ(cli::ParseClusterMax("").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cli::ParseClusterMax("  ").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cli::ParseClusterMax("4K").value(), Pages(1));
+  EXPECT_EQ(cli::ParseClusterMax("32M").value(), Pages(8192));
+  EXPECT_EQ(cli::ParseClusterMax("1G").value(), Pages(262144));
+  EXPECT_EQ(cli::ParseClusterMax("1T").value(), Pages(uint64_t{1} << 28));
+  EXPECT_EQ(cli::ParseClusterMax("max").value(), kPageCounterMax);
+  EXPECT_EQ(cli::ParseClusterMax("8192").value(), Pages(2));
+  EXPECT_FALSE(cli::ParseClusterMax("12Q").ok());
+}
+
 TEST(ClusterCliTest, TopShowsDeltas) {
   ClusterSnapshot before = Sample();
   ClusterSnapshot now = Sample();
@@ -82,6 +149,22 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
   std::tie(out, rc) = Shell(tool + "top --once -d 0.05");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("tenants/a"), std::string::npos) << out;
+  // An empty value is refused (it used to set the max to 0 B).
+  std::tie(out, rc) = Shell(tool + "set-max tenants/a ''");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("empty"), std::string::npos) << out;
+  std::tie(out, rc) = Shell(tool + "tree");
+  EXPECT_NE(out.find("32.0M"), std::string::npos) << out;  // unchanged
+  std::tie(out, rc) = Shell("COLUMNS=40 " + tool + "tree");
+  EXPECT_EQ(rc, 0) << out;
+  for (size_t at = 0; at < out.size();) {
+    const size_t nl = out.find('\n', at);
+    const std::string line = out.substr(at, nl - at);
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(chars, 40u) << out;
+    at = nl + 1;
+  }
   std::tie(out, rc) = Shell(tool + "set-max tenants/a junk");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("junk"), std::string::npos) << out;
@@ -95,6 +178,52 @@ TEST(ClusterCliTest, BinaryAgainstRealRedis) {
                             " cluster --redis=rediss://127.0.0.1:1 tree");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("TLS"), std::string::npos) << out;
+}
+
+TEST(ClusterCliTest, TopFitsRowsAndColumns) {
+  ClusterSnapshot s;
+  for (int i = 0; i < 6; ++i) {
+    s.groups.push_back({"tenants/" + std::string(40, 'a' + i),
+                        Pages(1000),
+                        Pages(10 + i),
+                        Pages(10),
+                        0,
+                        0,
+                        0,
+                        {}});
+  }
+  const std::string t = cli::RenderClusterTop(s, s, true, 4, 60);
+  EXPECT_NE(t.find("… 3 more"), std::string::npos) << t;
+  size_t lines = 0;
+  for (size_t at = 0; at < t.size(); ++lines) {
+    const size_t nl = t.find('\n', at);
+    const std::string line = t.substr(at, nl - at);
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    EXPECT_LE(chars, 60u) << t;
+    at = nl + 1;
+  }
+  EXPECT_EQ(lines, 5u) << t;  // header + 3 groups + "… 3 more"
+}
+
+// A Redis restart while top runs: it shows that it is reconnecting and
+// goes on (it used to exit 1).
+TEST(ClusterCliTest, TopSurvivesARedisRestart) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  const std::string tool = std::string(UMEMCG_CLI_PATH) +
+                           " cluster --redis=" + redis.value()->url() + " ";
+  ASSERT_EQ(Shell(tool + "set-max t 1M").second, 0);
+  std::pair<std::string, int> result;
+  std::thread top([&] { result = Shell(tool + "top -b -d 0.1 -n 30"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  redis.value()->Kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(redis.value()->Restart().ok());
+  top.join();
+  EXPECT_EQ(result.second, 0) << result.first;
+  EXPECT_NE(result.first.find("reconnecting"), std::string::npos)
+      << result.first;
 }
 
 TEST(ClusterCliTest, BatchTopStopsRightAwayOnSigint) {

@@ -340,6 +340,9 @@ TEST_F(ClusterTest, RedisUnreachableKeepsTheLeaseThenFailsBoundedly) {
   ClusterOptions o = Options();
   o.min_chunk = Pages(256);
   o.max_chunk = Pages(256);
+  // No safe capacity: the node freezes at its lease's local expiry
+  // (cluster_heal_test checks the safe share).
+  o.safe_capacity = Pages(0);
   auto c = Cluster::Connect(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::unique_ptr<Cluster> cluster = std::move(c).value();

@@ -4,17 +4,21 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <thread>
 
 #include "format.h"
 #include "top.h"
+#include "umemcg/files.h"
 
 namespace umemcg::cli {
 namespace {
@@ -40,7 +44,100 @@ void OnSignal(int) { g_interrupted = 1; }
 
 }  // namespace
 
-std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw) {
+namespace {
+
+// Characters in UTF-8 text (every byte that is not a continuation byte).
+size_t Chars(std::string_view s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  }));
+}
+
+// The first `n` characters of UTF-8 `s`.
+std::string FirstChars(std::string_view s, size_t n) {
+  size_t i = 0;
+  for (size_t seen = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xc0) != 0x80 && seen++ == n) break;
+  }
+  return std::string(s.substr(0, i));
+}
+
+size_t LongestLine(const std::string& text) {
+  size_t longest = 0, start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    longest = std::max(
+        longest, Chars(std::string_view(text).substr(start, end - start)));
+    start = end + 1;
+  }
+  return longest;
+}
+
+// A table no wider than `width` characters: the first column shortened
+// with "…" (down to 12 characters), then columns dropped from the right
+// (the first two stay). At most `max_rows` rows: the last shown says how
+// many more there are.
+std::string RenderFitted(std::vector<std::string> header,
+                         std::vector<std::vector<std::string>> rows,
+                         size_t width, size_t max_rows) {
+  if (max_rows < rows.size()) {
+    const size_t shown = max_rows > 0 ? max_rows - 1 : 0;
+    const size_t more = rows.size() - shown;
+    rows.resize(shown);
+    std::vector<std::string> note(header.size());
+    note[0] = "… " + std::to_string(more) + " more";
+    rows.push_back(std::move(note));
+  }
+  auto render = [&] {
+    Table table(header);
+    for (const auto& r : rows) table.AddRow(r);
+    return table.Render();
+  };
+  std::string out = render();
+  while (LongestLine(out) > width) {
+    size_t col0 = Chars(header[0]);
+    for (const auto& r : rows) col0 = std::max(col0, Chars(r[0]));
+    const size_t excess = LongestLine(out) - width;
+    if (col0 > 12) {
+      const size_t keep =
+          std::max<size_t>(col0 > excess ? col0 - excess : 0, 12);
+      for (auto& r : rows) {
+        if (Chars(r[0]) > keep) r[0] = FirstChars(r[0], keep - 1) + "…";
+      }
+    } else if (header.size() > 2) {
+      header.pop_back();
+      for (auto& r : rows) r.pop_back();
+    } else {
+      break;
+    }
+    out = render();
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Pages> ParseClusterMax(std::string_view text) {
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
+  // memory.max takes an empty write as 0; an operator's empty argument is
+  // a mistake (a shell variable that was not set), not "no memory".
+  if (s.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "empty size (use a number with an optional K/M/G/T/P/E "
+                  "suffix, or \"max\")");
+  }
+  return ParseMemoryLimit(s);
+}
+
+std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw,
+                              size_t width) {
   // Reuse the tree drawing: a top row for the whole cluster, each group at
   // its depth.
   MetricsSnapshot shape;
@@ -56,29 +153,66 @@ std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw) {
   for (const ClusterGroupInfo& g : snapshot.groups) {
     if (Depth(g.path) == 1) total += g.usage.in_bytes();
   }
-  Table table({"GROUP", "CURRENT", "MAX", "%MAX", "PEAK", "REFUSED", "EXPIRED",
-               "LEASE EXPIRES"});
-  table.AddRow(
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(
       {"(cluster)", FormatSize(total, raw), "-", "-", "-", "-", "-", "-"});
   for (size_t i = 0; i < snapshot.groups.size(); ++i) {
     const ClusterGroupInfo& g = snapshot.groups[i];
-    table.AddRow({labels[i + 1], FormatSize(Bytes(g.usage), raw),
-                  FormatSize(Bytes(g.max), raw),
-                  FormatPercent(Bytes(g.usage), Bytes(g.max)),
-                  FormatSize(Bytes(g.peak), raw), std::to_string(g.max_events),
-                  std::to_string(g.expired), ""});
-    const std::string indent(static_cast<size_t>(Depth(g.path)) * 3, ' ');
+    const std::string& label = labels[i + 1];
+    rows.push_back(
+        {label, FormatSize(Bytes(g.usage), raw), FormatSize(Bytes(g.max), raw),
+         FormatPercent(Bytes(g.usage), Bytes(g.max)),
+         FormatSize(Bytes(g.peak), raw), std::to_string(g.max_events),
+         std::to_string(g.expired), ""});
+    if (g.leases.empty()) continue;
+    // The lease rows keep the tree's guides: the label's prefix with its
+    // own branch continued ("├─ " -> "│  ", "└─ " -> "   "), then a guide
+    // down to the group's children if it has any.
+    const std::string name(
+        std::string_view(g.path).substr(g.path.rfind('/') + 1));
+    constexpr std::string_view kBranch = "├─ ";  // same size as "└─ "
+    const size_t guides = label.size() - name.size() - kBranch.size();
+    std::string prefix = label.substr(0, guides);
+    prefix +=
+        label.compare(guides, kBranch.size(), kBranch) == 0 ? "│  " : "   ";
+    const bool has_children =
+        i + 1 < snapshot.groups.size() &&
+        Depth(snapshot.groups[i + 1].path) > Depth(g.path);
+    prefix += has_children ? "│  " : "   ";
     for (const ClusterLease& l : g.leases) {
-      table.AddRow({indent + "· " + l.node, FormatSize(Bytes(l.pages), raw), "",
-                    "", "", "", "", Seconds(l.expires_in)});
+      rows.push_back({prefix + "· " + l.node, FormatSize(Bytes(l.pages), raw),
+                      "", "", "", "", "", Seconds(l.expires_in)});
     }
   }
-  return table.Render();
+  return RenderFitted({"GROUP", "CURRENT", "MAX", "%MAX", "PEAK", "REFUSED",
+                       "EXPIRED", "LEASE EXPIRES"},
+                      std::move(rows), width, SIZE_MAX);
+}
+
+size_t TerminalLines() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+    return ws.ws_row;
+  }
+  return 24;
+}
+
+size_t TerminalColumns() {
+  if (const char* env = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(env, &end, 10);
+    if (end != env && *end == 0 && v > 0) return v;
+  }
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    return ws.ws_col;
+  }
+  return SIZE_MAX;
 }
 
 std::string RenderClusterTop(const ClusterSnapshot& before,
                              const ClusterSnapshot& now, bool raw,
-                             size_t max_rows) {
+                             size_t max_rows, size_t width) {
   std::map<std::string_view, const ClusterGroupInfo*> previous;
   for (const ClusterGroupInfo& g : before.groups) previous[g.path] = &g;
   std::vector<const ClusterGroupInfo*> rows;
@@ -90,23 +224,24 @@ std::string RenderClusterTop(const ClusterSnapshot& before,
   auto delta = [](uint64_t cur, uint64_t old) {
     return cur >= old ? cur - old : cur;
   };
-  Table table({"GROUP", "CURRENT", "MAX", "%MAX", "NODES", "LEASED", "+REFUSED",
-               "+EXPIRED"});
+  std::vector<std::vector<std::string>> table;
   for (const ClusterGroupInfo* g : rows) {
     const auto it = previous.find(g->path);
     const ClusterGroupInfo* old = it == previous.end() ? nullptr : it->second;
     Pages leased;
     for (const ClusterLease& l : g->leases) leased = leased + l.pages;
-    table.AddRow({g->path, FormatSize(Bytes(g->usage), raw),
-                  FormatSize(Bytes(g->max), raw),
-                  FormatPercent(Bytes(g->usage), Bytes(g->max)),
-                  std::to_string(g->leases.size()),
-                  FormatSize(Bytes(leased), raw),
-                  std::to_string(delta(g->max_events_local,
-                                       old ? old->max_events_local : 0)),
-                  std::to_string(delta(g->expired, old ? old->expired : 0))});
+    table.push_back(
+        {g->path, FormatSize(Bytes(g->usage), raw),
+         FormatSize(Bytes(g->max), raw),
+         FormatPercent(Bytes(g->usage), Bytes(g->max)),
+         std::to_string(g->leases.size()), FormatSize(Bytes(leased), raw),
+         std::to_string(
+             delta(g->max_events_local, old ? old->max_events_local : 0)),
+         std::to_string(delta(g->expired, old ? old->expired : 0))});
   }
-  return table.Render(max_rows);
+  return RenderFitted({"GROUP", "CURRENT", "MAX", "%MAX", "NODES", "LEASED",
+                       "+REFUSED", "+EXPIRED"},
+                      std::move(table), width, max_rows);
 }
 
 int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
@@ -115,6 +250,20 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
     if (s.ok()) return std::move(s).value();
     std::fprintf(stderr, "umemcg cluster top: %s\n",
                  std::string(s.status().message()).c_str());
+    return std::nullopt;
+  };
+  // While refreshing, a lost connection (a Redis restart) is shown and
+  // retried at the next refresh; other errors end top.
+  auto refresh =
+      [&cluster](std::string* error) -> std::optional<ClusterSnapshot> {
+    StatusOr<ClusterSnapshot> s = cluster.Snapshot();
+    if (s.ok()) return std::move(s).value();
+    if (s.status().code() == StatusCode::kAgain) {
+      *error = std::string(s.status().message());
+    } else {
+      std::fprintf(stderr, "umemcg cluster top: %s\n",
+                   std::string(s.status().message()).c_str());
+    }
     return std::nullopt;
   };
   std::optional<ClusterSnapshot> previous = sample();
@@ -155,13 +304,22 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
       break;
     }
     if (g_interrupted) break;
-    std::optional<ClusterSnapshot> now = sample();
-    if (!now) {
+    std::string error;
+    std::optional<ClusterSnapshot> now = refresh(&error);
+    if (!now && error.empty()) {
       rc = 1;
       break;
     }
     std::string frame;
     if (interactive) frame = "\x1b[H\x1b[2J";  // home, clear screen
+    if (!now) {
+      frame += "umemcg cluster top: redis " + cluster.redis_address() +
+               " unreachable, reconnecting (" + error + ")\n";
+      if (!interactive) frame += "\n";
+      std::fputs(frame.c_str(), stdout);
+      std::fflush(stdout);
+      continue;
+    }
     char title[200];
     std::snprintf(title, sizeof(title),
                   "umemcg cluster top: %zu groups, redis %s, every %.1f s%s\n",
@@ -169,7 +327,13 @@ int RunClusterTop(Cluster& cluster, const ClusterTopOptions& options) {
                   static_cast<double>(options.delay.count()) / 1000,
                   raw_tty ? " (q quits)" : "");
     frame += title;
-    frame += RenderClusterTop(*previous, *now, options.raw);
+    if (interactive) {
+      const size_t lines = TerminalLines();
+      frame += RenderClusterTop(*previous, *now, options.raw,
+                                lines > 3 ? lines - 3 : 1, TerminalColumns());
+    } else {
+      frame += RenderClusterTop(*previous, *now, options.raw);
+    }
     if (!interactive) frame += "\n";
     std::fputs(frame.c_str(), stdout);
     std::fflush(stdout);

@@ -99,7 +99,7 @@ int RunCluster(ClusterCli& c, bool raw) {
   if (!cluster.ok()) return Fail("cluster", cluster.status());
   umemcg::Cluster& cl = *cluster.value();
   if (c.set_max->parsed()) {
-    StatusOr<umemcg::Pages> max = umemcg::ParseMemoryLimit(c.size);
+    StatusOr<umemcg::Pages> max = umemcg::cli::ParseClusterMax(c.size);
     if (!max.ok()) return Fail("cluster set-max", max.status());
     const Status s = cl.SetMax(c.group, max.value());
     return s.ok() ? 0 : Fail("cluster set-max", s);
@@ -111,7 +111,9 @@ int RunCluster(ClusterCli& c, bool raw) {
   if (c.tree->parsed()) {
     StatusOr<umemcg::ClusterSnapshot> snap = cl.Snapshot();
     if (!snap.ok()) return Fail("cluster tree", snap.status());
-    std::fputs(umemcg::cli::RenderClusterTree(snap.value(), raw).c_str(),
+    std::fputs(umemcg::cli::RenderClusterTree(snap.value(), raw,
+                                              umemcg::cli::TerminalColumns())
+                   .c_str(),
                stdout);
     return 0;
   }
