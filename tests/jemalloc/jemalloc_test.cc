@@ -355,6 +355,80 @@ TEST_F(JemallocTest, RemovedGroupsPagesAreUnchargedFromTheParent) {
   EXPECT_EQ(parent->StatExact(StatItem::kAnon), 0);
 }
 
+// Two threads allocate under one group with max 1 MiB and free each
+// other's blocks; usage never passes max and every live byte fits in it.
+// UMEMCG_JEMALLOC_LIMIT_SECONDS sets the duration (default 1; the issue's
+// 60 s run is done by hand).
+TEST_F(JemallocTest, LimitHoldsWithTwoThreadsFreeingAcrossThreads) {
+  const char* env = std::getenv("UMEMCG_JEMALLOC_LIMIT_SECONDS");
+  const double seconds = env != nullptr ? std::atof(env) : 1.0;
+  GroupRef g = NewGroup(ctrl_->root(), "t");
+  ASSERT_TRUE(g->SetMax(Pages(256)).ok());
+  std::mutex mu;
+  std::vector<std::pair<void*, size_t>> ring(1 << 14);
+  size_t head = 0, tail = 0;
+  std::atomic<int64_t> live{0};
+  std::atomic<int64_t> max_live{0};
+  std::atomic<uint64_t> refused{0};
+  std::atomic<bool> over{false};
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  auto worker = [&](int seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::pair<void*, size_t>> mine;
+    mine.reserve(1024);
+    while (std::chrono::steady_clock::now() < end) {
+      for (int k = 0; k < 64; ++k) {
+        const size_t size = size_t{8} << (rng() % 14);
+        void* p;
+        {
+          ActiveGroupScope scope(*g);
+          p = Alloc(size);
+        }
+        if (p == nullptr) {
+          refused.fetch_add(1);
+        } else {
+          const int64_t l = live.fetch_add(static_cast<int64_t>(size)) +
+                            static_cast<int64_t>(size);
+          int64_t m = max_live.load();
+          while (l > m && !max_live.compare_exchange_weak(m, l)) {
+          }
+          std::lock_guard lock(mu);
+          if (tail - head < ring.size() && rng() % 2 == 0) {
+            ring[tail++ % ring.size()] = {p, size};
+          } else {
+            mine.emplace_back(p, size);
+          }
+        }
+        if (g->usage() > g->memory().max()) over.store(true);
+      }
+      // Free the other thread's blocks and most of ours.
+      std::vector<std::pair<void*, size_t>> theirs;
+      {
+        std::lock_guard lock(mu);
+        while (head != tail && theirs.size() < 64) {
+          theirs.push_back(ring[head++ % ring.size()]);
+        }
+      }
+      theirs.insert(theirs.end(), mine.begin(), mine.end());
+      mine.clear();
+      for (auto& [p, size] : theirs) {
+        Release(p);
+        live.fetch_sub(static_cast<int64_t>(size));
+      }
+    }
+    je::FlushThreadCaches();
+  };
+  std::thread t1(worker, 1), t2(worker, 2);
+  t1.join();
+  t2.join();
+  while (head != tail) Release(ring[head++ % ring.size()].first);
+  EXPECT_FALSE(over.load());
+  EXPECT_LE(max_live.load(), int64_t{1} << 20);
+  EXPECT_GT(refused.load(), 0u);
+  ExpectExact(*g);
+}
+
 class JemallocFallbackTest : public JemallocTest {
  protected:
   // Two more arenas than earlier tests left (orphaned ones count too).
