@@ -356,7 +356,8 @@ TEST_F(JemallocTest, RemovedGroupsPagesAreUnchargedFromTheParent) {
 }
 
 // Two threads allocate under one group with max 1 MiB and free each
-// other's blocks; usage never passes max and every live byte fits in it.
+// other's blocks; live bytes never pass max, and usage passes it only by
+// the counter's transient add-then-revert.
 // UMEMCG_JEMALLOC_LIMIT_SECONDS sets the duration (default 1; the issue's
 // 60 s run is done by hand).
 TEST_F(JemallocTest, LimitHoldsWithTwoThreadsFreeingAcrossThreads) {
@@ -400,7 +401,15 @@ TEST_F(JemallocTest, LimitHoldsWithTwoThreadsFreeingAcrossThreads) {
             mine.emplace_back(p, size);
           }
         }
-        if (g->usage() > g->memory().max()) over.store(true);
+        // The page counter adds, then checks and reverts (as the kernel's
+        // page_counter_try_charge), so a reader may see a refused charge
+        // for a moment: at most one batch or one commit (64 KiB here) per
+        // charging thread.
+        const uint64_t transient =
+            2 * std::max<uint64_t>(static_cast<uint64_t>(g->batch()), 16);
+        if (g->usage().raw() > g->memory().max().raw() + transient) {
+          over.store(true);
+        }
       }
       // Free the other thread's blocks and most of ours.
       std::vector<std::pair<void*, size_t>> theirs;
