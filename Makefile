@@ -30,6 +30,8 @@ DEB_PACKAGES += gnuplot-nox
 DEB_PACKAGES += libhiredis-dev redis-server
 # Tests: a seccomp filter denying membarrier after start-up.
 DEB_PACKAGES += libseccomp-dev
+# libumemcg-jemalloc: per-group arenas (jemalloc 5.3).
+DEB_PACKAGES += libjemalloc-dev
 TEST_PRESETS := release asan tsan fuzz
 BUILD_PRESETS := release debug asan tsan fuzz release-static
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

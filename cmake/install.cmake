@@ -10,10 +10,12 @@
 #                             libfuse3 was found)
 #   lib/libumemcg-cluster.*   component "cluster" (shared and static; when
 #                             hiredis was found)
+#   lib/libumemcg-jemalloc.* component "jemalloc" (shared and static; when
+#                             libjemalloc-dev was found)
 #   lib/libumemcg-preload.so  the LD_PRELOAD interposer (unsanitized builds)
 #   lib/cmake/umemcg/         the CMake package (find_package(umemcg))
 #   lib/pkgconfig/            umemcg.pc, umemcg-metrics.pc, umemcg-fuse.pc,
-#                             umemcg-cluster.pc
+#                             umemcg-cluster.pc, umemcg-jemalloc.pc
 #   bin/                      umemcg, umemcg-bench (when built)
 #   share/man/man1/           umemcg.1, umemcg-bench.1
 #   share/doc/umemcg/         README.md and docs/
@@ -30,6 +32,9 @@ if(NOT TARGET umemcg_fuse)
 endif()
 if(NOT TARGET umemcg_cluster)
   list(APPEND _umemcg_header_excludes PATTERN "cluster.h" EXCLUDE)
+endif()
+if(NOT TARGET umemcg_jemalloc)
+  list(APPEND _umemcg_header_excludes PATTERN "jemalloc.h" EXCLUDE)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/umemcg
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
@@ -59,7 +64,7 @@ if(TARGET umemcg_preload_ops)
 endif()
 
 set(UMEMCG_COMPONENTS)
-foreach(_component metrics fuse cluster)
+foreach(_component metrics fuse cluster jemalloc)
   if(TARGET umemcg_${_component})
     list(APPEND UMEMCG_COMPONENTS ${_component})
     install(TARGETS umemcg_${_component}_shared umemcg_${_component}
@@ -81,6 +86,7 @@ if(HTTPLIB_FOUND)
 endif()
 set(UMEMCG_FUSE_PKG "fuse3")
 set(UMEMCG_CLUSTER_PKG "hiredis")
+set(UMEMCG_JEMALLOC_PKG "jemalloc")
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/umemcgConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/umemcgConfig.cmake

@@ -6,11 +6,13 @@
 
 #include "umemcg/stats.h"
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "rstat.h"
+#include "stat_extension.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -52,6 +54,15 @@ void Append(std::string* out, const char* key, int64_t value) {
 }
 
 }  // namespace
+
+namespace {
+// The memory.stat extension (stat_extension.h).
+std::atomic<internal::MemoryStatExtension> g_stat_extension{nullptr};
+}  // namespace
+
+void internal::SetMemoryStatExtension(MemoryStatExtension fn) {
+  g_stat_extension.store(fn, std::memory_order_release);
+}
 
 const char* BuiltinStatName(StatItem item) {
   const auto i = static_cast<size_t>(item);
@@ -223,6 +234,10 @@ std::string Group::MemoryStat() {
              StatUnitScale(StatUnit::kPages));
   for (size_t i = kNumBuiltinStatItems; i < r.nr_items(); ++i) {
     Append(&out, controller_->stat_names_[i].c_str(), bytes(i));
+  }
+  if (internal::MemoryStatExtension ext =
+          g_stat_extension.load(std::memory_order_acquire)) {
+    ext(*this, &out);
   }
   return out;
 }

@@ -17,6 +17,7 @@
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cc=$3 cxx=$4 with_fuse=$5
 with_cluster=${6:-OFF}
+with_jemalloc=${7:-OFF}
 # Scratch space in the build tree, at the same path each run so that
 # ccache recognises the subproject's compiles; removed when all passed
 # (kept for a look otherwise).
@@ -45,15 +46,21 @@ soname=$(readelf -d "${libdir}/libumemcg.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1
 echo "libumemcg.so SONAME ${soname}"
 [ "${soname}" = "libumemcg.so.0.2" ] || { echo "unexpected SONAME"; exit 1; }
 
-step "find_package (C++, components metrics$([ "${with_fuse}" = ON ] && echo ' fuse')$([ "${with_cluster}" = ON ] && echo ' cluster'))"
+step "find_package (C++, components metrics$([ "${with_fuse}" = ON ] && echo ' fuse')$([ "${with_cluster}" = ON ] && echo ' cluster')$([ "${with_jemalloc}" = ON ] && echo ' jemalloc'))"
 cmake -S "${src}/tests/consumer/find_package" -B "${work}/fp" "${common[@]}" \
       -DCMAKE_PREFIX_PATH="${prefix}" -DWITH_FUSE="${with_fuse}" \
-      -DWITH_CLUSTER="${with_cluster}" >"${work}/fp.log" \
+      -DWITH_CLUSTER="${with_cluster}" -DWITH_JEMALLOC="${with_jemalloc}" \
+      >"${work}/fp.log" \
   || { cat "${work}/fp.log"; exit 1; }
 grep "found umemcg" "${work}/fp.log"
 cmake --build "${work}/fp" >"${work}/fp-build.log" || { cat "${work}/fp-build.log"; exit 1; }
 "${work}/fp/consumer_shared"
 "${work}/fp/consumer_static"
+if [ "${with_jemalloc}" = ON ]; then
+  "${work}/fp/consumer_jemalloc_shared"
+  "${work}/fp/consumer_jemalloc_static"
+  PKG_CONFIG_PATH="${pcdir}" pkg-config --exists "umemcg-jemalloc = 0.2.0"
+fi
 readelf -d "${work}/fp/consumer_shared" | grep -q "NEEDED.*libumemcg.so.0.2" \
   || { echo "consumer_shared does not use libumemcg.so.0.2"; exit 1; }
 if readelf -d "${work}/fp/consumer_static" | grep -q "NEEDED.*libumemcg"; then

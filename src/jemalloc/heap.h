@@ -1,0 +1,32 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// libumemcg-jemalloc's inner interface between the heap (heap.cc: arenas,
+// extent hooks, the chunk table, thread caches) and the malloc / new
+// interposition (routing.cc).
+//
+// Thread safety: as include/umemcg/jemalloc.h; every function here may be
+// called from any thread, from inside jemalloc's extent hooks too (then
+// they allocate from jemalloc's automatic arenas, uncharged).
+
+#ifndef UMEMCG_SRC_JEMALLOC_HEAP_H_
+#define UMEMCG_SRC_JEMALLOC_HEAP_H_
+
+#include <cstddef>
+
+namespace umemcg::jemalloc::internal {
+
+// mallocx flags for an allocation by the calling thread now: the active
+// group's arena and this thread's cache of it, or 0 (automatic arena).
+int AllocFlags();
+// mallocx / dallocx flags for freeing `p` on the calling thread.
+int FreeFlags(void* p);
+// The arena owning `p` (0: not a group's arena).
+unsigned ArenaOf(const void* p);
+// Sleeps the memory.high penalty the calling thread's last commit hooks
+// left (they charge with kNoThrottle; see jemalloc.h), and forgets a
+// refusal once the allocation it failed returned. Cheap when neither.
+void AfterAlloc(void* result);
+
+}  // namespace umemcg::jemalloc::internal
+
+#endif  // UMEMCG_SRC_JEMALLOC_HEAP_H_
