@@ -126,6 +126,10 @@ class UMEMCG_EXPORT MemoryFile {
   // memory.pressure: true once the trigger this handle armed fired since
   // the last call (poll(2)'s POLLPRI); clears it. False without one.
   bool TakePressureEvent();
+  // The same without clearing it.
+  bool PressureEventPending() const;
+  // Whether a Write armed a trigger on this handle.
+  bool HasPressureTrigger() const { return trigger_ != nullptr; }
   // memory.pressure: runs at each event of a trigger armed by a later
   // Write (the FUSE mount wakes its pollers with it).
   void SetPressureEventCallback(std::function<void()> callback);

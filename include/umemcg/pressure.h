@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -68,6 +69,11 @@ UMEMCG_EXPORT PressureStats ReadPressure(Group& group);
 // The memory.pressure text: "some avg10=A.AA avg60=A.AA avg300=A.AA
 // total=N\nfull ...\n".
 UMEMCG_EXPORT std::string FormatPressure(const PressureStats& stats);
+
+// Parses memory.pressure text (both lines, in either order; other lines
+// ignored); nullopt unless both the some and the full line are well formed.
+UMEMCG_EXPORT std::optional<PressureStats> ParsePressureFile(
+    std::string_view text);
 
 // A parsed trigger: state, threshold and window.
 struct PressureTriggerSpec {
@@ -103,6 +109,8 @@ class UMEMCG_EXPORT PressureTrigger {
   // True once an event happened since the last call; clears it (what a
   // poll(2) of the kernel's trigger reports as POLLPRI).
   bool TakeEvent();
+  // The same without clearing it.
+  bool EventPending() const;
   // Events so far.
   uint64_t events() const;
 

@@ -259,6 +259,10 @@ bool MemoryFile::TakePressureEvent() {
   return trigger_ != nullptr && trigger_->TakeEvent();
 }
 
+bool MemoryFile::PressureEventPending() const {
+  return trigger_ != nullptr && trigger_->EventPending();
+}
+
 void MemoryFile::SetPressureEventCallback(std::function<void()> callback) {
   on_pressure_event_ = std::move(callback);
 }

@@ -429,6 +429,74 @@ std::string FormatPressure(const PressureStats& stats) {
 
 namespace {
 
+// "N.NN" as hundredths; false unless exactly digits, '.', two digits.
+bool ParseCenti(std::string_view s, uint64_t* out) {
+  const size_t dot = s.find('.');
+  if (dot == std::string_view::npos || dot == 0 || s.size() - dot != 3) {
+    return false;
+  }
+  uint64_t whole = 0;
+  const char* end = s.data() + dot;
+  auto r = std::from_chars(s.data(), end, whole);
+  if (r.ec != std::errc() || r.ptr != end) return false;
+  if (s[dot + 1] < '0' || s[dot + 1] > '9' || s[dot + 2] < '0' ||
+      s[dot + 2] > '9') {
+    return false;
+  }
+  if (whole > UINT64_MAX / 100 - 1) return false;
+  *out = whole * 100 + static_cast<uint64_t>(s[dot + 1] - '0') * 10 +
+         static_cast<uint64_t>(s[dot + 2] - '0');
+  return true;
+}
+
+bool ParseLine(std::string_view line, PressureLine* out) {
+  const char* const keys[] = {"avg10=", "avg60=", "avg300=", "total="};
+  uint64_t* fields[] = {&out->avg10, &out->avg60, &out->avg300, &out->total_us};
+  for (int i = 0; i < 4; ++i) {
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    const std::string_view key = keys[i];
+    if (!line.starts_with(key)) return false;
+    line.remove_prefix(key.size());
+    const size_t sp = std::min(line.find(' '), line.size());
+    const std::string_view v = line.substr(0, sp);
+    line.remove_prefix(sp);
+    if (i < 3) {
+      if (!ParseCenti(v, fields[i])) return false;
+    } else {
+      auto r = std::from_chars(v.data(), v.data() + v.size(), *fields[i]);
+      if (r.ec != std::errc() || r.ptr != v.data() + v.size() || v.empty()) {
+        return false;
+      }
+    }
+  }
+  while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+  return line.empty();
+}
+
+}  // namespace
+
+std::optional<PressureStats> ParsePressureFile(std::string_view text) {
+  PressureStats stats;
+  bool some = false;
+  bool full = false;
+  while (!text.empty()) {
+    const size_t nl = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(std::min(nl + 1, text.size()));
+    if (line.starts_with("some ")) {
+      if (!ParseLine(line.substr(5), &stats.some)) return std::nullopt;
+      some = true;
+    } else if (line.starts_with("full ")) {
+      if (!ParseLine(line.substr(5), &stats.full)) return std::nullopt;
+      full = true;
+    }
+  }
+  if (!some || !full) return std::nullopt;
+  return stats;
+}
+
+namespace {
+
 // sscanf's %u: optional whitespace, optional sign, decimal digits; the
 // value modulo 2^32 as the kernel's sscanf stores it. False if no digits.
 bool ScanU32(std::string_view& s, uint32_t* out) {
@@ -513,6 +581,10 @@ StatusOr<std::unique_ptr<PressureTrigger>> PressureTrigger::Arm(
 
 bool PressureTrigger::TakeEvent() {
   return t_->event.exchange(false, std::memory_order_relaxed);
+}
+
+bool PressureTrigger::EventPending() const {
+  return t_->event.load(std::memory_order_relaxed);
 }
 
 uint64_t PressureTrigger::events() const {
