@@ -385,6 +385,30 @@ TEST(PsiTest, FullNeedsEveryChargerStalled) {
   s.g->UnchargeDirect(Pages(1));
 }
 
+TEST(PsiTest, PressureFileRoundTrips) {
+  PressureStats p;
+  p.some = {1250, 301, 64, 4811234};
+  p.full = {105, 20, 4, 391002};
+  const std::string text = FormatPressure(p);
+  EXPECT_EQ(text,
+            "some avg10=12.50 avg60=3.01 avg300=0.64 total=4811234\n"
+            "full avg10=1.05 avg60=0.20 avg300=0.04 total=391002\n");
+  auto back = ParsePressureFile(text);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->some.total_us, 4811234u);
+  EXPECT_EQ(back->full.avg60, 20u);
+  for (const char* bad :
+       {"", "some avg10=1.00 avg60=0.00 avg300=0.00 total=1\n",
+        "some avg10=1.0 avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 "
+        "avg60=0.00 avg300=0.00 total=0\n",
+        "some avg10=1.00 avg60=0.00 avg300=0.00 total=x\nfull avg10=0.00 "
+        "avg60=0.00 avg300=0.00 total=0\n",
+        "some avg10=1.00 avg60=0.00 total=1\nfull avg10=0.00 avg60=0.00 "
+        "avg300=0.00 total=0\n"}) {
+    EXPECT_FALSE(ParsePressureFile(bad).has_value()) << bad;
+  }
+}
+
 // ---- Triggers ----
 
 TEST(PsiTriggerTest, ParsingFollowsTheKernel) {
