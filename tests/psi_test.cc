@@ -8,6 +8,8 @@
 #include "psi/psi.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -407,6 +409,36 @@ TEST(PsiTest, PressureFileRoundTrips) {
         "avg300=0.00 total=0\n"}) {
     EXPECT_FALSE(ParsePressureFile(bad).has_value()) << bad;
   }
+}
+
+// Forks while another thread keeps stalling and reading: the child's own
+// stalls and reads must not find a group's pressure lock held forever.
+TEST(PsiTest, ForkChildCanStallAndRead) {
+  TestController t(Batch1());
+  Stalling s(t);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop) ReadPressure(*s.g);
+  });
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::alarm(10);  // a deadlock ends the child with SIGALRM
+      const uint64_t before = ReadPressure(*s.g).some.total_us;
+      s.r.set_stall(std::chrono::milliseconds(5));
+      const bool ok = s.g->TryCharge(Pages(1)).ok();
+      const uint64_t after = ReadPressure(*s.g).some.total_us;
+      ::_exit(ok && after == before + 5000 ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status))
+        << "child killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  stop = true;
+  busy.join();
 }
 
 // ---- Triggers ----

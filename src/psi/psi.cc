@@ -8,8 +8,10 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
+#include <shared_mutex>
 #include <thread>
 
+#include "port/fork.h"
 #include "umemcg/controller.h"
 
 namespace umemcg {
@@ -18,6 +20,24 @@ namespace internal {
 constinit thread_local PsiThreadState tls_psi;
 
 namespace {
+
+// Fork safety (port/fork.h): every section under a group's mu is inside a
+// shared hold of this guard, which the prepare handler takes exclusively,
+// so no group's mu is held in a fork child. The sections are short and
+// run no application code (callbacks fire after them). Never destroyed.
+std::shared_mutex& ForkGuard() {
+  static auto* guard = new std::shared_mutex();
+  return *guard;
+}
+
+void RegisterPsiForFork();
+
+// A section under one group's mu.
+struct PsiSection {
+  explicit PsiSection(GroupPressure& p) : guard(ForkGuard()), lock(p.mu) {}
+  std::shared_lock<std::shared_mutex> guard;
+  std::lock_guard<std::mutex> lock;
+};
 
 std::atomic<uint64_t> next_tid{1};  // relaxed: unique ids only
 
@@ -79,6 +99,7 @@ uint64_t PsiCentiPercent(uint64_t avg) {
 }
 
 GroupPressure::GroupPressure(Clock* c) : clock(c) {
+  RegisterPsiForFork();
   const int64_t now = clock->Now().count();
   state_start = now;
   avg_last_update = now;
@@ -234,7 +255,7 @@ void Change(Group* g, int delta) {
   std::vector<std::shared_ptr<PsiTrigger>> fire;
   for (Group* m = g; m != nullptr; m = m->parent()) {
     GroupPressure& p = *Psi::Of(m);
-    std::lock_guard<std::mutex> lock(p.mu);
+    PsiSection lock(p);
     const int64_t now = p.clock->Now().count();
     PsiOps::AdvanceTo(p, now);
     if (delta > 0) PsiOps::Note(p, tid);
@@ -251,7 +272,7 @@ void Psi::Announce(Group* g) {
   const uint64_t tid = ThreadId();
   for (Group* m = g; m != nullptr; m = m->parent()) {
     GroupPressure& p = *Of(m);
-    std::lock_guard<std::mutex> lock(p.mu);
+    PsiSection lock(p);
     PsiOps::Note(p, tid);
   }
   PsiThreadState& t = tls_psi;
@@ -266,7 +287,7 @@ PressureStats Psi::Read(Group* g) {
   PressureStats out;
   std::vector<std::shared_ptr<PsiTrigger>> fire;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    PsiSection lock(p);
     const int64_t now = p.clock->Now().count();
     PsiOps::AdvanceTo(p, now);
     if (!p.triggers.empty()) PsiOps::UpdateTriggers(p, now, &fire);
@@ -286,7 +307,7 @@ void Psi::PollGroup(Group* g) {
   GroupPressure& p = *Of(g);
   std::vector<std::shared_ptr<PsiTrigger>> fire;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    PsiSection lock(p);
     const int64_t now = p.clock->Now().count();
     PsiOps::AdvanceTo(p, now);
     PsiOps::UpdateTriggers(p, now, &fire);
@@ -311,6 +332,9 @@ struct Poller {
 
   void Add(const std::shared_ptr<PsiTrigger>& t) {
     std::lock_guard<std::mutex> lock(mu);
+    std::erase_if(triggers, [](const std::weak_ptr<PsiTrigger>& w) {
+      return w.expired();
+    });
     triggers.push_back(t);
     if (!started) {
       started = true;
@@ -365,6 +389,39 @@ Poller& ThePoller() {
   return *poller;
 }
 
+// Takes the guard and the poller's lock before fork. The child has no
+// poller thread: its next trigger starts one.
+class PsiFork final : public ForkParticipant {
+ public:
+  void PrepareFork() override {
+    ForkGuard().lock();
+    ThePoller().mu.lock();
+  }
+  void ParentAfterFork() override {
+    ThePoller().mu.unlock();
+    ForkGuard().unlock();
+  }
+  void ChildAfterFork() override {
+    Poller& p = ThePoller();
+    p.started = false;
+    p.polling = false;
+    // Fresh locks: glibc's rwlock tells a writer's unlock by the thread
+    // id, which the child's thread does not share.
+    ReinitInForkChild(p.mu);
+    ReinitInForkChild(p.cv);
+    ReinitInForkChild(ForkGuard());
+  }
+};
+
+void RegisterPsiForFork() {
+  static PsiFork* fork = [] {
+    auto* f = new PsiFork();  // never destroyed
+    RegisterForFork(f);
+    return f;
+  }();
+  (void)fork;
+}
+
 }  // namespace
 
 Status Psi::Arm(const std::shared_ptr<PsiTrigger>& t) {
@@ -374,7 +431,7 @@ Status Psi::Arm(const std::shared_ptr<PsiTrigger>& t) {
   }
   GroupPressure& p = *Of(g);
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    PsiSection lock(p);
     const int64_t now = p.clock->Now().count();
     PsiOps::AdvanceTo(p, now);
     // Kernel psi_trigger_create: the window starts now.
@@ -392,7 +449,7 @@ void Psi::Disarm(const std::shared_ptr<PsiTrigger>& t) {
   ThePoller().Remove(t.get());
   GroupPressure& p = *Of(t->group.get());
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    PsiSection lock(p);
     std::erase(p.triggers, t);
   }
   // Waits for a running callback; none starts after this.
