@@ -39,7 +39,8 @@ struct PsiSection {
   std::lock_guard<std::mutex> lock;
 };
 
-std::atomic<uint64_t> next_tid{1};  // relaxed: unique ids only
+std::atomic<uint64_t> next_tid{1};     // relaxed: unique ids only
+std::atomic<uint64_t> next_serial{1};  // relaxed: unique ids only
 
 uint64_t ThreadId() {
   if (tls_psi.tid == 0) {
@@ -98,7 +99,8 @@ uint64_t PsiCentiPercent(uint64_t avg) {
   return whole * 100 + frac;
 }
 
-GroupPressure::GroupPressure(Clock* c) : clock(c) {
+GroupPressure::GroupPressure(Clock* c)
+    : serial(next_serial.fetch_add(1, std::memory_order_relaxed)), clock(c) {
   RegisterPsiForFork();
   const int64_t now = clock->Now().count();
   state_start = now;
@@ -276,7 +278,7 @@ void Psi::Announce(Group* g) {
     PsiOps::Note(p, tid);
   }
   PsiThreadState& t = tls_psi;
-  t.cache[t.next++ % std::size(t.cache)] = {g, Seq(g)};
+  t.cache[t.next++ % std::size(t.cache)] = {Of(g)->serial, Seq(g)};
 }
 
 void Psi::StallBegin(Group* g) { Change(g, +1); }

@@ -98,6 +98,9 @@ class GroupPressure {
   // Periods passed since creation; read by PsiNoteCharger on the charge
   // slow path. Relaxed: a cache key, a stale value costs one more lock.
   std::atomic<uint64_t> seq{0};
+  // Unique in the process (a freed group's address may be reused): the
+  // thread-local charger cache's key.
+  const uint64_t serial;
 
   // The rest: psi.cc's, under mu (clock is constant).
   static constexpr int kMaxChargers = 64;
@@ -130,7 +133,7 @@ struct PsiThreadState {
   int stall_depth = 0;
   uint64_t tid = 0;
   struct Entry {
-    const Group* group;
+    uint64_t serial;
     uint64_t seq;
   } cache[4] = {};
   unsigned next = 0;
@@ -161,11 +164,10 @@ class Psi {
 
 // See the file comment.
 inline void PsiNoteCharger(Group* g) {
-  const uint64_t seq = Psi::Seq(g);
-  // A group freed and another created at the same address may hit a stale
-  // entry: one missed announcement (full over-reported for a period).
+  const GroupPressure* p = Psi::Of(g);
+  const uint64_t seq = p->seq.load(std::memory_order_relaxed);
   for (const auto& e : tls_psi.cache) {
-    if (e.group == g && e.seq == seq) return;
+    if (e.serial == p->serial && e.seq == seq) return;
   }
   Psi::Announce(g);
 }
