@@ -15,6 +15,7 @@
 #include "charge_stock.h"
 #include "controller_impl.h"
 #include "external_limit.h"
+#include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -41,6 +42,10 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
                                         ChargeFlags flags) {
   Controller& ctrl = *g->controller_;
   ChargeStock& stock = *g->stock_;
+  // Pressure: this thread charges g (stalls below count there), and is
+  // one of g's chargers (src/psi/psi.h).
+  PsiChargeScope psi_charging(g);
+  PsiNoteCharger(g);
   const bool may_reclaim = HasFlag(flags, ChargeFlags::kMayReclaim);
   uint64_t batch = std::max<uint64_t>(static_cast<uint64_t>(g->batch()), n);
   int retries = kMaxReclaimRetries;

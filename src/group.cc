@@ -14,6 +14,7 @@
 #include "charge_stock.h"
 #include "controller_impl.h"
 #include "port/fork.h"
+#include "psi/psi.h"
 #include "rstat.h"
 #include "umemcg/controller.h"
 
@@ -49,12 +50,16 @@ Group::Group(Controller* controller, Group* parent, std::string name,
       stats_(internal::GroupStats::Create(
           controller->rstat_.get(),
           parent != nullptr ? parent->stats_ : nullptr)),
+      psi_(internal::Psi::Create(controller->clock_)),
       // The root is never cached (charging it is a no-op).
       batch_(parent != nullptr ? controller->stock_->batch() : 0) {
   if (parent_ != nullptr) parent_->Get();
 }
 
-Group::~Group() { internal::GroupStats::Destroy(stats_); }
+Group::~Group() {
+  internal::Psi::Destroy(psi_);
+  internal::GroupStats::Destroy(stats_);
+}
 
 void Group::Put() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {

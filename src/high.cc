@@ -24,6 +24,7 @@
 
 #include "controller_impl.h"
 #include "port/fork.h"
+#include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -240,7 +241,10 @@ std::chrono::milliseconds ControllerImpl::HandleOverHigh(Group* g,
       continue;
     }
     const std::chrono::milliseconds owed(penalty);
-    if (!HasFlag(flags, ChargeFlags::kNoThrottle)) ctrl.clock_->SleepFor(owed);
+    if (!HasFlag(flags, ChargeFlags::kNoThrottle)) {
+      PsiStallScope stall;  // the throttling sleep is a memory stall
+      ctrl.clock_->SleepFor(owed);
+    }
     return owed;
   }
 }
@@ -267,6 +271,7 @@ std::chrono::milliseconds Group::HandleOverHigh(ChargeFlags flags) {
       internal::tls_charge.in_reclaim > 0) {
     return std::chrono::milliseconds(0);
   }
+  internal::PsiChargeScope psi_charging(this);
   return internal::ControllerImpl::HandleOverHigh(this, flags);
 }
 

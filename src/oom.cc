@@ -12,6 +12,7 @@
 #include "controller_impl.h"
 #include "external_limit.h"
 #include "port/fork.h"
+#include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -33,6 +34,7 @@ namespace internal {
 
 bool ControllerImpl::OutOfMemory(Group* over, uint64_t n) {
   Controller& ctrl = *over->controller_;
+  PsiStallScope stall;  // waiting for and in OOM handling: a memory stall
   OomOutcome outcome;
   // Victims outside the OOM domain, reported once oom_mu_ is released.
   std::vector<OomVictim> stray;

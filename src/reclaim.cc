@@ -25,6 +25,7 @@
 #include <shared_mutex>
 
 #include "controller_impl.h"
+#include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -145,6 +146,7 @@ uint64_t ControllerImpl::ReclaimSubtree(Group* target, uint64_t n) {
   Controller& ctrl = *target->controller_;
   // The kernel reclaims at least SWAP_CLUSTER_MAX pages per call.
   n = std::max(n, kSwapClusterMax);
+  PsiStallScope stall;  // a charger's reclaim is a memory stall
   DepthScope reclaiming(tls_charge.in_reclaim);
   std::shared_lock<std::shared_mutex> lock(ctrl.tree_mu_);
   // Reclaimers run under it: a fork from one keeps it in the child.

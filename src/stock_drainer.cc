@@ -4,6 +4,7 @@
 
 #include "controller_impl.h"
 #include "port/fork.h"
+#include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -71,6 +72,7 @@ bool StockDrainer::TryDrain(Group& subtree) {
 }
 
 void StockDrainer::Drain(Group& subtree) {
+  PsiStallScope stall;  // a charger waiting for a drain is stalled
   Inside inside(inside_);
   std::unique_lock<std::mutex> lock(mu_);
   if (!running_) return RunLocked(lock, &subtree);

@@ -3,10 +3,13 @@
  * The C API, tested in C (compiled as C99): every function, its success
  * path and its error paths, including stale and released handles. */
 
+#define _POSIX_C_SOURCE 199309L /* nanosleep */
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "umemcg/umemcg.h"
 
@@ -565,6 +568,66 @@ static void test_files(void) {
   CHECK_ERR(umemcg_file_close(fd2), EBADF);
 }
 
+/* A reclaimer that stalls its charger 200 ms (real time). */
+static uint64_t slow_reclaim(void* ctx, uint64_t target) {
+  struct timespec ts = {0, 200 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  return cache_reclaim(ctx, target);
+}
+
+/* memory.pressure: the file, and a trigger armed on a file handle. */
+static void test_pressure(void) {
+  umemcg_options_t o;
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t *root = NULL, *g = NULL;
+  umemcg_reclaimer_t* r = NULL;
+  umemcg_file_t* f = NULL;
+  umemcg_reclaimer_ops_t ops;
+  struct cache c;
+  char buf[256];
+  int fired = -1;
+  umemcg_options_init(&o);
+  o.cpu_source = UMEMCG_CPU_FAKE;
+  o.nr_cpus = 2;
+  o.batch = 1;
+  CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "g", &g), 0);
+  CHECK_ERR(read_text(g, "memory.pressure", buf, sizeof(buf)), 0);
+  CHECK(strcmp(buf,
+               "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+               "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n") == 0);
+
+  CHECK_ERR(umemcg_file_open(g, "memory.pressure", &f), 0);
+  CHECK_ERR(umemcg_file_pressure_event(f, &fired), EINVAL); /* none armed */
+  CHECK_ERR(umemcg_file_write(f, "some 1 100", 10, 0), EINVAL);
+  CHECK_ERR(umemcg_file_write(f, "some 150000 1000000", 19, 0), 0);
+  CHECK_ERR(umemcg_file_write(f, "some 150000 1000000", 19, 0), EBUSY);
+  CHECK_ERR(umemcg_file_pressure_event(f, &fired), 0);
+  CHECK(fired == 0);
+
+  ops.reclaimable = cache_reclaimable;
+  ops.reclaim = slow_reclaim;
+  c.group = g;
+  c.held = 0;
+  c.calls = 0;
+  CHECK_ERR(umemcg_reclaimer_add(g, &ops, &c, &r), 0);
+  CHECK_ERR(umemcg_write_file(g, "memory.max", "40K"), 0);
+  CHECK_ERR(umemcg_try_charge(g, 10, 0, NULL), 0);
+  c.held = 10;
+  CHECK_ERR(umemcg_try_charge(g, 1, UMEMCG_CHARGE_MAY_RECLAIM, NULL), 0);
+  CHECK(c.calls == 1);
+  CHECK_ERR(umemcg_file_pressure_event(f, &fired), 0);
+  CHECK(fired == 1);
+  CHECK_ERR(umemcg_file_pressure_event(f, &fired), 0);
+  CHECK(fired == 0); /* taken */
+  CHECK_ERR(umemcg_file_pressure_event(NULL, &fired), EINVAL);
+  CHECK_ERR(umemcg_file_close(f), 0);
+  CHECK_ERR(umemcg_file_pressure_event(f, &fired), EBADF);
+  CHECK_ERR(umemcg_reclaimer_release(r), 0);
+  CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+}
+
 /* memory.high work run by the application (UMEMCG_HIGH_WORK_MANUAL). */
 static void test_high_work(void) {
   umemcg_options_t o;
@@ -612,6 +675,7 @@ int main(void) {
   test_oom_victims();
   test_oom_handler_removes_victim();
   test_files();
+  test_pressure();
   test_high_work();
   printf("c_api: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

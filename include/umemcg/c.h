@@ -207,6 +207,13 @@ UMEMCG_C_EXPORT int umemcg_file_read(umemcg_file_t* file, char* buf, size_t len,
 UMEMCG_C_EXPORT int umemcg_file_write(umemcg_file_t* file, const void* buf,
                                       size_t len, uint32_t flags);
 UMEMCG_C_EXPORT int umemcg_file_close(umemcg_file_t* file);
+/* memory.pressure: a write of "some|full <threshold_us> <window_us>" arms a
+ * trigger on the handle (EINVAL malformed or out of range, EBUSY when one
+ * is armed) until it is closed. This sets *fired to 1 if the trigger fired
+ * since the last call (clearing it; poll(2)'s POLLPRI), else 0. EINVAL
+ * when no trigger is armed on the handle. */
+UMEMCG_C_EXPORT int umemcg_file_pressure_event(umemcg_file_t* file,
+                                               int* fired);
 
 /* ---- Callbacks ---- */
 

@@ -34,6 +34,11 @@
 //   memory.stock         R  root  umemcg: "stocked <bytes cached in the
 //                              per-CPU stocks>\nbatch <the group's batch,
 //                              pages>\nslack_bound <bytes>\n"
+//   memory.pressure      RW root  "some avg10=A.AA avg60=A.AA avg300=A.AA
+//                              total=US\nfull ...\n" (umemcg/pressure.h);
+//                              a write "some|full <threshold_us>
+//                              <window_us>" arms a trigger on this handle
+//                              until it closes (a second write: EBUSY)
 //   memory.stat_error    R  root  umemcg: the error bound of an unflushed
 //                              memory.stat read ("pending_updates N\n
 //                              threshold N\nexceeded 0|1\nbound_bytes N|max
@@ -68,6 +73,7 @@
 #ifndef UMEMCG_FILES_H_
 #define UMEMCG_FILES_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -75,6 +81,7 @@
 
 #include "umemcg/export.h"
 #include "umemcg/group.h"
+#include "umemcg/pressure.h"
 #include "umemcg/status.h"
 #include "umemcg/units.h"
 
@@ -116,6 +123,17 @@ class UMEMCG_EXPORT MemoryFile {
   bool readable() const;
   bool writable() const;
 
+  // memory.pressure: true once the trigger this handle armed fired since
+  // the last call (poll(2)'s POLLPRI); clears it. False without one.
+  bool TakePressureEvent();
+  // The same without clearing it.
+  bool PressureEventPending() const;
+  // Whether a Write armed a trigger on this handle.
+  bool HasPressureTrigger() const { return trigger_ != nullptr; }
+  // memory.pressure: runs at each event of a trigger armed by a later
+  // Write (the FUSE mount wakes its pollers with it).
+  void SetPressureEventCallback(std::function<void()> callback);
+
   // One row of the file table (files.cc).
   struct Spec;
 
@@ -126,6 +144,9 @@ class UMEMCG_EXPORT MemoryFile {
   const Spec* spec_;
   // memory.peak: this handle's reset value in pages; -1 until it writes.
   int64_t peak_value_ = -1;
+  // memory.pressure: the trigger this handle armed, and its callback.
+  std::unique_ptr<PressureTrigger> trigger_;
+  std::function<void()> on_pressure_event_;
   friend class internal::ControllerImpl;
   friend struct PeakRegistry;
 };

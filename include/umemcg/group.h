@@ -78,6 +78,8 @@ class ExternalLimit;
 class ExternalLimits;
 class ObjStock;
 class GroupStats;
+class GroupPressure;
+class Psi;
 class ReclaimWalk;
 class StatsTestPeer;
 }  // namespace internal
@@ -493,6 +495,7 @@ class UMEMCG_EXPORT alignas(64) Group {
   friend class internal::ControllerImpl;
   friend class internal::ExternalLimits;
   friend class internal::ObjStock;
+  friend class internal::Psi;
   friend class internal::ReclaimWalk;
   friend class internal::StatsTestPeer;  // tests: the per-CPU blocks
   friend struct PeakRegistry;
@@ -537,6 +540,9 @@ class UMEMCG_EXPORT alignas(64) Group {
   const int depth_;
   // Per-CPU and aggregated statistics (src/rstat.h); owned.
   internal::GroupStats* const stats_;
+  // Pressure stall state (src/psi/psi.h); owned. Written on slow paths
+  // only.
+  internal::GroupPressure* const psi_;
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};

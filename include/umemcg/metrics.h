@@ -49,6 +49,7 @@
 
 #include "umemcg/controller.h"
 #include "umemcg/export.h"
+#include "umemcg/pressure.h"
 #include "umemcg/status.h"
 
 namespace umemcg {
@@ -114,6 +115,8 @@ struct GroupSample {
   std::vector<std::pair<std::string, uint64_t>> cluster_events;
   std::vector<std::pair<std::string, uint64_t>> cgroup_events;
   std::vector<std::pair<std::string, uint64_t>> cgroup_stat;
+  // memory.pressure (umemcg/pressure.h).
+  std::optional<PressureStats> pressure;
 };
 
 struct MetricsSnapshot {

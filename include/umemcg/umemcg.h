@@ -17,6 +17,7 @@
 #include "umemcg/group.h"         // IWYU pragma: export
 #include "umemcg/obj_cgroup.h"    // IWYU pragma: export
 #include "umemcg/page_counter.h"  // IWYU pragma: export
+#include "umemcg/pressure.h"      // IWYU pragma: export
 #include "umemcg/stats.h"         // IWYU pragma: export
 #include "umemcg/status.h"        // IWYU pragma: export
 #include "umemcg/units.h"         // IWYU pragma: export

@@ -123,6 +123,16 @@ extern "C" int umemcg_file_write(umemcg_file_t* file, const void* buf,
       std::string_view(static_cast<const char*>(buf), len), mode));
 }
 
+extern "C" int umemcg_file_pressure_event(umemcg_file_t* file, int* fired) {
+  if (file == nullptr || fired == nullptr) return EINVAL;
+  FileUse f = AcquireFile(file);
+  if (f.payload == nullptr) return EBADF;
+  std::lock_guard<std::mutex> lock(f.payload->mu);
+  if (!f.payload->file->HasPressureTrigger()) return EINVAL;
+  *fired = f.payload->file->TakePressureEvent() ? 1 : 0;
+  return 0;
+}
+
 extern "C" int umemcg_file_close(umemcg_file_t* file) {
   if (file == nullptr) return EINVAL;
   {

@@ -18,6 +18,7 @@
 #include "external_limit.h"
 #include "files/parse.h"
 #include "umemcg/controller.h"
+#include "umemcg/pressure.h"
 
 namespace umemcg {
 namespace {
@@ -210,6 +211,7 @@ constexpr MemoryFile::Spec kFiles[] = {
     {"memory.reclaim", true, false, true},
     {"memory.stock", true, true, false},
     {"memory.stat_error", true, true, false},
+    {"memory.pressure", true, true, true},
 };
 
 }  // namespace
@@ -248,7 +250,22 @@ struct PeakRegistry {
 MemoryFile::MemoryFile(GroupRef group, const Spec* spec)
     : group_(std::move(group)), spec_(spec) {}
 
-MemoryFile::~MemoryFile() { PeakRegistry::Close(*group_, &peak_value_); }
+MemoryFile::~MemoryFile() {
+  trigger_.reset();  // disarms first: it holds the group
+  PeakRegistry::Close(*group_, &peak_value_);
+}
+
+bool MemoryFile::TakePressureEvent() {
+  return trigger_ != nullptr && trigger_->TakeEvent();
+}
+
+bool MemoryFile::PressureEventPending() const {
+  return trigger_ != nullptr && trigger_->EventPending();
+}
+
+void MemoryFile::SetPressureEventCallback(std::function<void()> callback) {
+  on_pressure_event_ = std::move(callback);
+}
 
 std::string_view MemoryFile::name() const { return spec_->name; }
 bool MemoryFile::readable() const { return spec_->readable; }
@@ -325,6 +342,7 @@ StatusOr<std::string> MemoryFile::Read() {
   if (n == "memory.oom.group")
     return std::string(g.oom_group() ? "1\n" : "0\n");
   if (n == "memory.stock") return g.MemoryStock();
+  if (n == "memory.pressure") return FormatPressure(ReadPressure(g));
   return Status(StatusCode::kPermissionDenied, "file is write-only");
 }
 
@@ -369,6 +387,19 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
     if (!v.ok()) return v.status();
     if (v.value() != 0 && v.value() != 1) return Invalid("expected 0 or 1");
     return g.SetOomGroup(v.value() == 1);
+  }
+  if (n == "memory.pressure") {
+    // Kernel psi_write: one trigger per open file, kept until it closes.
+    if (trigger_ != nullptr) {
+      return Status(StatusCode::kBusy, "memory.pressure: trigger armed");
+    }
+    StatusOr<PressureTriggerSpec> spec = ParsePressureTrigger(text);
+    if (!spec.ok()) return spec.status();
+    StatusOr<std::unique_ptr<PressureTrigger>> t =
+        PressureTrigger::Arm(g, spec.value(), on_pressure_event_);
+    if (!t.ok()) return t.status();
+    trigger_ = std::move(t).value();
+    return Status::Ok();
   }
   if (n == "memory.reclaim") {
     if (mode == WriteMode::kNonBlocking) {

@@ -47,6 +47,9 @@ class FuseFs final : public Attachment {
     // cgroup.events: its "populated" changes with usage, which raises no
     // event, so the notifier re-reads it every kPollTick while polled.
     bool ticking = false;
+    // memory.pressure: poll reports its trigger's events (kernel
+    // psi_trigger_poll), not changes of its text; immutable.
+    bool pressure = false;
     // The text served to reads, made at each read from offset 0 (seq_file).
     std::string text;  // guarded by mu
     bool have_text = false;
@@ -91,6 +94,9 @@ class FuseFs final : public Attachment {
   // poll(): POLLPRI | POLLERR when `f` changed since its last read;
   // otherwise keeps `ph` (may be null) to notify on the next change.
   unsigned Poll(OpenFile* f, fuse_pollhandle* ph);
+  // Wakes the poll notifier (a futex wake only while it waits). Any
+  // thread, no lock held (a pressure trigger's callback).
+  void WakeNotifier();
 
   // Directory handles libfuse holds for this process's mounts: each
   // opendir allocates one (fuse_lib_opendir's struct fuse_dh), only its
@@ -109,8 +115,6 @@ class FuseFs final : public Attachment {
   // queued (at most kMaxDrain).
   void DrainRequests(fuse_buf* buf);
   void NotifyPolls();
-  // Wakes the notifier (a futex wake only while it waits).
-  void WakeNotifier();
   // REQUIRES: f->mu held.
   static bool ChangedSinceRead(OpenFile* f);
 

@@ -222,6 +222,7 @@ void FuseFs::NotifyPolls() {
 }
 
 bool FuseFs::ChangedSinceRead(OpenFile* f) {
+  if (f->pressure) return f->file->PressureEventPending();
   StatusOr<std::string> now = f->file->Read();
   // A removed group: wake the poller, whose read then fails with ENODEV.
   return !now.ok() || now.value() != f->seen;
@@ -253,6 +254,26 @@ unsigned FuseFs::Poll(OpenFile* f, fuse_pollhandle* ph) {
   // kernfs_generic_poll: DEFAULT_POLLMASK, plus EPOLLERR | EPOLLPRI once
   // the file changed since the opener last read it.
   constexpr unsigned kDefault = POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM;
+  if (f->pressure) {
+    // psi_trigger_poll: without a trigger, POLLERR | POLLPRI; with one,
+    // POLLPRI once per event (taking it).
+    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> file_lock(f->mu);
+    unsigned ready = 0;
+    if (!f->file->HasPressureTrigger()) {
+      ready = POLLERR | POLLPRI;
+    } else if (f->file->TakePressureEvent()) {
+      ready = POLLPRI;
+    }
+    if (ready != 0 || ph == nullptr) {
+      if (ph != nullptr) fuse_pollhandle_destroy(ph);
+      return kDefault | ready;
+    }
+    if (f->poll_handle != nullptr) fuse_pollhandle_destroy(f->poll_handle);
+    f->poll_handle = ph;
+    polled_.insert(f);
+    return kDefault;
+  }
   if (!f->pollable) {
     if (ph != nullptr) fuse_pollhandle_destroy(ph);
     return kDefault;

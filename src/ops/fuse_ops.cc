@@ -184,6 +184,12 @@ int Open(const char* path, fuse_file_info* fi) {
   f->pollable =
       name == "memory.events" || name == "memory.events.local" || f->ticking;
   f->file = std::move(node.file);
+  if (name == "memory.pressure") {
+    f->pressure = true;
+    FuseFs* fs = &Fs();
+    // A trigger armed by a write wakes the poll notifier at each event.
+    f->file->SetPressureEventCallback([fs] { fs->WakeNotifier(); });
+  }
   if (f->pollable) {
     StatusOr<std::string> text = f->file->Read();
     if (!text.ok()) return Errno(text.status());

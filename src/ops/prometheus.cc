@@ -5,6 +5,7 @@
 // a umemcg tree both have, so the same code describes both.
 
 #include <charconv>
+#include <cstdio>
 #include <string>
 
 #include "umemcg/cpu.h"
@@ -79,6 +80,9 @@ GroupSample ReadSample(TreeReader& r, std::string path, int depth,
     s.cluster_current = ReadBytes(r, s.path, "memory.cluster.current");
     s.cluster_stat = ReadKeyed(r, s.path, "memory.cluster.stat");
     s.cluster_events = ReadKeyed(r, s.path, "memory.cluster.events");
+  }
+  if (StatusOr<std::string> p = r.Read(s.path, "memory.pressure"); p.ok()) {
+    s.pressure = ParsePressureFile(p.value());
   }
   if (options.cgroup) {
     s.cgroup_events = ReadKeyed(r, s.path, "cgroup.events");
@@ -204,6 +208,72 @@ constexpr KeyedFamily kKeyedFamilies[] = {
      "cgroup.stat of the group (live and dying descendants).", "item",
      &GroupSample::cgroup_stat},
 };
+
+// memory.pressure: the stall totals as counters (seconds) and the
+// averages as gauges (percent), as node_exporter's pressure collector.
+void AppendPressure(std::string& out, const MetricsSnapshot& snapshot) {
+  struct Total {
+    const char* name;
+    const char* help;
+    PressureLine PressureStats::*line;
+  };
+  const Total totals[] = {
+      {"umemcg_memory_pressure_some_seconds_total",
+       "Time at least one thread charging the group was stalled for memory "
+       "(memory.pressure some total).",
+       &PressureStats::some},
+      {"umemcg_memory_pressure_full_seconds_total",
+       "Time every recent charger of the group was stalled for memory at "
+       "once (memory.pressure full total).",
+       &PressureStats::full},
+  };
+  char buf[64];
+  for (const Total& t : totals) {
+    bool any = false;
+    for (const GroupSample& g : snapshot.groups) {
+      if (!g.pressure) continue;
+      if (!any) AppendHeader(out, t.name, "counter", t.help);
+      any = true;
+      const uint64_t us = ((*g.pressure).*t.line).total_us;
+      std::snprintf(buf, sizeof buf, " %llu.%06llu\n",
+                    static_cast<unsigned long long>(us / 1000000),
+                    static_cast<unsigned long long>(us % 1000000));
+      out += t.name;
+      out += '{';
+      AppendGroupLabel(out, g);
+      out += '}';
+      out += buf;
+    }
+  }
+  bool any = false;
+  for (const GroupSample& g : snapshot.groups) {
+    if (!g.pressure) continue;
+    if (!any) {
+      AppendHeader(out, "umemcg_memory_pressure_avg", "gauge",
+                   "Share of time stalled for memory, percent, averaged over "
+                   "10, 60 and 300 s (memory.pressure avg10/60/300).");
+    }
+    any = true;
+    for (const auto& [state, line] : {std::pair{"some", &g.pressure->some},
+                                      std::pair{"full", &g.pressure->full}}) {
+      const std::pair<const char*, uint64_t> windows[] = {
+          {"10", line->avg10}, {"60", line->avg60}, {"300", line->avg300}};
+      for (const auto& [window, centi] : windows) {
+        std::snprintf(buf, sizeof buf, " %llu.%02llu\n",
+                      static_cast<unsigned long long>(centi / 100),
+                      static_cast<unsigned long long>(centi % 100));
+        out += "umemcg_memory_pressure_avg{";
+        AppendGroupLabel(out, g);
+        out += ",state=\"";
+        out += state;
+        out += "\",window=\"";
+        out += window;
+        out += "\"}";
+        out += buf;
+      }
+    }
+  }
+}
 
 const char* FlushModeName(StatsFlushMode mode) {
   return mode == StatsFlushMode::kPerGroupSubtree ? "per_group_subtree"
@@ -340,6 +410,7 @@ std::string FormatPrometheus(const MetricsSnapshot& snapshot) {
     AppendEscaped(out, *g.cluster_group);
     out += "\"} 1\n";
   }
+  AppendPressure(out, snapshot);
   if (snapshot.controller) AppendControllerInfo(out, *snapshot.controller);
   return out;
 }

@@ -55,7 +55,7 @@ const char* const kNames[] = {
     "memory.events",     "memory.events.local", "memory.stat",
     "memory.oom.group",  "memory.reclaim",      "memory.stock",
     "memory.stat_error", "cgroup.controllers",  "cgroup.subtree_control",
-    "cgroup.events",     "cgroup.stat",
+    "cgroup.events",     "cgroup.stat",         "memory.pressure",
 };
 constexpr size_t kNumNames = sizeof(kNames) / sizeof(kNames[0]);
 

@@ -197,12 +197,17 @@ TEST(CliTableTest, TopShowsEventDeltasSorted) {
   now.groups = {MakeSample("a", 50 << 20, 200 << 20, 9),
                 MakeSample("b", 80 << 20, kUnlimitedBytes, 0),
                 MakeSample("c", 1 << 20, 2 << 20, 3)};  // new: counts from zero
-  EXPECT_EQ(
-      cli::RenderTop(before, now, cli::TopOrder::kCurrent, false),
-      "GROUP  CURRENT  HIGH     MAX  %MAX  +LOW  +HIGH  +MAX  +OOM  +KILL\n"
-      "b        80.0M   max     max     -     0      0     0     0      0\n"
-      "a        50.0M   max  200.0M  25.0     0      0     4     0      0\n"
-      "c         1.0M   max    2.0M  50.0     0      0     3     0      0\n");
+  now.groups[0].pressure = PressureStats{};
+  now.groups[0].pressure->some.avg10 = 1234;  // "12.34"; b, c: no file
+  EXPECT_EQ(cli::RenderTop(before, now, cli::TopOrder::kCurrent, false),
+            "GROUP  CURRENT  HIGH     MAX  %MAX  SOME10  +LOW  +HIGH  +MAX  "
+            "+OOM  +KILL\n"
+            "b        80.0M   max     max     -       -     0      0     0     "
+            "0      0\n"
+            "a        50.0M   max  200.0M  25.0   12.34     0      0     4     "
+            "0      0\n"
+            "c         1.0M   max    2.0M  50.0       -     0      0     3     "
+            "0      0\n");
   const std::string by_events =
       cli::RenderTop(before, now, cli::TopOrder::kEvents, true);
   EXPECT_EQ(by_events.substr(by_events.find('\n') + 1, 2), "a ");

@@ -136,8 +136,8 @@ TEST_F(FuseMountTest, ListsGroupsAndFilesWithCgroupfsModes) {
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(c.out,
             "a\ncgroup.controllers\ncgroup.stat\ncgroup.subtree_control\n"
-            "memory.reclaim\nmemory.stat\nmemory.stat_error\n"
-            "memory.stock\n");
+            "memory.pressure\nmemory.reclaim\nmemory.stat\n"
+            "memory.stat_error\nmemory.stock\n");
   c = Sh("ls -l a | grep -c '^-'");
   EXPECT_EQ(c.out, std::to_string(a_->ListFiles().size()) + "\n");
 }
@@ -413,6 +413,73 @@ short PollPri(int fd) {
   return q.revents;
 }
 
+// memory.pressure: a write arms a trigger on the open file; poll wakes
+// with POLLPRI when a charger's stall crosses it, once per event.
+TEST_F(FuseMountTest, PollWakesWhenAPressureTriggerFires) {
+  // A reclaimer that stalls its charger for 200 ms of real time.
+  class Sleepy : public Reclaimer {
+   public:
+    explicit Sleepy(Group* g) : g_(g) {}
+    Pages Reclaimable() override { return Pages(held); }
+    Pages Reclaim(Pages target) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const uint64_t n = std::min<uint64_t>(held, target.raw());
+      held -= n;
+      g_->UnchargeDirect(Pages(n));
+      return Pages(n);
+    }
+    std::atomic<uint64_t> held{0};
+
+   private:
+    Group* g_;
+  } sleepy(b_.get());
+  ASSERT_TRUE(b_->SetMax(Pages(10)).ok());
+  ASSERT_TRUE(b_->TryCharge(Pages(10), ChargeFlags::kNone).ok());
+  sleepy.held = 10;
+  ASSERT_TRUE(b_->AddReclaimer(&sleepy).ok());
+
+  const int fd = ::open(P("a/b/memory.pressure").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  // No trigger yet: psi_trigger_poll's POLLERR | POLLPRI.
+  pollfd p{fd, POLLPRI, 0};
+  ASSERT_EQ(::poll(&p, 1, 0), 1);
+  EXPECT_EQ(p.revents & (POLLPRI | POLLERR), POLLPRI | POLLERR);
+  // Malformed and out-of-range triggers: EINVAL.
+  for (const char* bad : {"some", "some 150000 100", "none 1 1000000"}) {
+    errno = 0;
+    EXPECT_EQ(::pwrite(fd, bad, std::strlen(bad), 0), -1) << bad;
+    EXPECT_EQ(errno, EINVAL) << bad;
+  }
+  const std::string arm = "some 150000 1000000";
+  ASSERT_EQ(::pwrite(fd, arm.data(), arm.size(), 0),
+            static_cast<ssize_t>(arm.size()));
+  errno = 0;
+  EXPECT_EQ(::pwrite(fd, arm.data(), arm.size(), 0), -1);
+  EXPECT_EQ(errno, EBUSY);
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+
+  std::atomic<short> revents{0};
+  std::thread poller([&] { revents.store(PollPri(fd)); });
+  // The poller may or may not be blocked yet: an event before its poll is
+  // reported at once, so the outcome is the same.
+  std::thread charger([&] { EXPECT_TRUE(b_->TryCharge(Pages(1)).ok()); });
+  charger.join();
+  poller.join();
+  EXPECT_NE(revents.load() & POLLPRI, 0);
+  // Taken: quiet until the next event (at most one per window).
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+  char buf[256];
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0);
+  buf[n] = 0;
+  EXPECT_EQ(std::string(buf).rfind("some avg10=", 0), 0u) << buf;
+  ::close(fd);
+  EXPECT_TRUE(b_->RemoveReclaimer(&sleepy).ok());
+  b_->UnchargeDirect(Pages(1 + sleepy.held.load()));
+}
+
 // cgroup.events wakes poll() when "populated" changes, though a charge
 // raises no event: the notifier re-reads polled cgroup.events files.
 TEST_F(FuseMountTest, PollWakesWhenCgroupEventsChange) {
@@ -508,7 +575,8 @@ TEST_F(FuseMountTest, CliOnTheLiveMount) {
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(
       c.out.substr(0, c.out.find('\n')),
-      "GROUP  CURRENT  HIGH     MAX  %MAX  +LOW  +HIGH  +MAX  +OOM  +KILL");
+      "GROUP  CURRENT  HIGH     MAX  %MAX  SOME10  +LOW  +HIGH  +MAX  +OOM  "
+      "+KILL");
   c = Shell(cli + " metrics " + Quote(root_));
   ASSERT_EQ(c.status, 0) << c.out;
   std::unique_ptr<TreeReader> api = TreeReader::ForController(*ctrl_);

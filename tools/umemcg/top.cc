@@ -100,6 +100,22 @@ const char* TopOrderName(TopOrder order) {
   return "?";
 }
 
+namespace {
+
+// memory.pressure's some avg10 (percent of the last 10 s a charger of the
+// group was stalled), "-" without the file.
+std::string FormatPressure10(const GroupSample& g) {
+  if (!g.pressure) return "-";
+  const uint64_t c = g.pressure->some.avg10;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llu.%02llu",
+                static_cast<unsigned long long>(c / 100),
+                static_cast<unsigned long long>(c % 100));
+  return buf;
+}
+
+}  // namespace
+
 std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
                       TopOrder order, bool raw, size_t max_rows) {
   std::map<std::string_view, const GroupSample*> previous;
@@ -144,14 +160,14 @@ std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
     if (va != vb) return va > vb;
     return a.group->path < b.group->path;
   });
-  Table table({"GROUP", "CURRENT", "HIGH", "MAX", "%MAX", "+LOW", "+HIGH",
-               "+MAX", "+OOM", "+KILL"});
+  Table table({"GROUP", "CURRENT", "HIGH", "MAX", "%MAX", "SOME10", "+LOW",
+               "+HIGH", "+MAX", "+OOM", "+KILL"});
   for (const Row& r : rows) {
     const GroupSample& g = *r.group;
     std::vector<std::string> cells{
-        g.path.empty() ? "/" : g.path, FormatSize(g.current, raw),
-        FormatSize(g.high, raw), FormatSize(g.max, raw),
-        FormatPercent(g.current, g.max)};
+        g.path.empty() ? "/" : g.path,   FormatSize(g.current, raw),
+        FormatSize(g.high, raw),         FormatSize(g.max, raw),
+        FormatPercent(g.current, g.max), FormatPressure10(g)};
     for (const uint64_t d : r.delta) cells.push_back(std::to_string(d));
     table.AddRow(std::move(cells));
   }
