@@ -347,12 +347,31 @@ Group* Controller::FindChildLocked(Group& parent, std::string_view name) const {
 
 StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
                                            std::string_view name) {
+  // The VFS's answers for what a path component cannot be, then
+  // cgroup_mkdir's: no newline (it would break /proc/<pid>/cgroup), and
+  // kernfs's EEXIST for a name a control file of the parent has.
   if (name.empty() || name.find('/') != std::string_view::npos || name == "." ||
       name == "..") {
     return Invalid("group name must be non-empty, without '/', not . or ..");
   }
+  if (name.size() > kMaxGroupNameBytes) {
+    return Status(StatusCode::kNameTooLong, "group name longer than 255 bytes");
+  }
+  if (name.find('\n') != std::string_view::npos) {
+    return Invalid("group name contains a newline");
+  }
   if (&parent.controller() != this) {
     return Invalid("parent belongs to another controller");
+  }
+  // ListFiles is the files layer's list for the parent (built in, plus
+  // external limits' files); names of other shapes cannot collide.
+  if (name.starts_with("memory.") || name.starts_with("cgroup.")) {
+    for (const std::string& f : parent.ListFiles()) {
+      if (f == name) {
+        return Status(StatusCode::kAlreadyExists,
+                      "a control file is named " + std::string(name));
+      }
+    }
   }
   if (tls_charge.in_tree_walk > 0) {
     return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");

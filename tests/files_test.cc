@@ -172,7 +172,10 @@ TEST(FilesTest, ErrnoForMisuse) {
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.nonsense", "0"), ENOENT);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xff\xfe"), EINVAL);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xc3"), EINVAL);  // truncated
-  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(5000, '1')), EINVAL);
+  // kernfs: atomic_write_len = PAGE_SIZE, so a longer write is E2BIG.
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(5000, '1')), E2BIG);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(4097, ' ')), E2BIG);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(4096, 'x')), EINVAL);
   ASSERT_TRUE(t.ctrl->RemoveGroup(*g).ok());
   EXPECT_EQ(ErrnoOf(g->ReadFile("memory.current").status().code()), ENODEV);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"), ENODEV);
@@ -375,7 +378,7 @@ TEST(FilesTest, NulEndsTheValue) {
   // The 4096-byte bound is on the whole write, NULs included.
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"s + std::string(4094, '\0')), 0);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"s + std::string(4095, '\0')),
-            EINVAL);
+            E2BIG);
 
   // The selftest's reset string on per-handle peaks.
   ASSERT_TRUE(g->TryCharge(Pages(10), ChargeFlags::kNone).ok());

@@ -305,9 +305,11 @@ class UMEMCG_EXPORT Controller {
 
   // ---- Tree ----
 
-  // Creates `name` under `parent`. kInvalidArgument: empty name or one with
-  // '/'; kAlreadyExists: a sibling has that name; kFailedPrecondition:
-  // parent offline, or called from inside a reclaimer.
+  // Creates `name` under `parent`, refusing what cgroupfs refuses.
+  // kInvalidArgument: empty, ".", "..", or containing '/' or '\n';
+  // kNameTooLong: over kMaxGroupNameBytes; kAlreadyExists: a sibling or one
+  // of the parent's control files (ListFiles) has that name;
+  // kFailedPrecondition: parent offline, or called from inside a reclaimer.
   StatusOr<GroupRef> CreateGroup(Group& parent, std::string_view name);
   // Finds an online group by path ("a/b/c"; "" or "/" is the root).
   // Leading and trailing '/' are ignored. kNotFound if absent.
@@ -360,6 +362,8 @@ class UMEMCG_EXPORT Controller {
   // grace period.
   void Reap();
   static constexpr int kReapBatch = 32;
+  // NAME_MAX: the longest group name CreateGroup takes.
+  static constexpr size_t kMaxGroupNameBytes = 255;
 
   // ---- Statistics ----
 

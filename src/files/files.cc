@@ -338,8 +338,10 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
   }
   // kernfs: a write of zero bytes never reaches the file's handler.
   if (text.empty()) return Status::Ok();
+  // kernfs: atomic_write_len is PAGE_SIZE for cgroup files; a longer
+  // write is refused whole.
   if (text.size() > kMaxWriteBytes) {
-    return Invalid("a write is at most 4096 bytes");
+    return Status(StatusCode::kTooBig, "a write is at most 4096 bytes");
   }
   // kernfs hands the handler the bytes with a NUL appended and every
   // handler parses a C string, so the value ends at the first NUL and the
