@@ -28,8 +28,9 @@ DEB_PACKAGES += gnuplot-nox
 # The cluster quota (libumemcg-cluster): the Redis client library, and the
 # server its tests and `umemcg-bench cluster` start on loopback.
 DEB_PACKAGES += libhiredis-dev redis-server
-# Tests: a seccomp filter denying membarrier after start-up.
-DEB_PACKAGES += libseccomp-dev
+# Tests: a seccomp filter denying membarrier after start-up; promtool
+# (package prometheus) linting a real scrape.
+DEB_PACKAGES += libseccomp-dev prometheus
 TEST_PRESETS := release asan tsan fuzz
 BUILD_PRESETS := release debug asan tsan fuzz release-static
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
