@@ -31,6 +31,8 @@ DEB_PACKAGES += libhiredis-dev redis-server
 # Tests: a seccomp filter denying membarrier after start-up; promtool
 # (package prometheus) linting a real scrape.
 DEB_PACKAGES += libseccomp-dev prometheus
+# Tests: `umemcg top` on a terminal of a fixed size (a tmux pane).
+DEB_PACKAGES += tmux
 TEST_PRESETS := release asan tsan fuzz
 BUILD_PRESETS := release debug asan tsan fuzz release-static
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
