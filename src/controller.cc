@@ -388,6 +388,9 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     }
     auto* g = new Group(this, &parent, std::string(name), next_id_++);
     live_groups_.fetch_add(1, std::memory_order_relaxed);
+    // A group without the controller cannot enable it for its children.
+    g->subtree_memory_.store(parent.subtree_memory(),
+                             std::memory_order_relaxed);
     // The tree's reference (refs_ = 1): last in the parent's list.
     g->prev_sibling_ = parent.last_child_;
     if (parent.last_child_ != nullptr) {
