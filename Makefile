@@ -28,8 +28,11 @@ DEB_PACKAGES += gnuplot-nox
 # The cluster quota (libumemcg-cluster): the Redis client library, and the
 # server its tests and `umemcg-bench cluster` start on loopback.
 DEB_PACKAGES += libhiredis-dev redis-server
-# Tests: a seccomp filter denying membarrier after start-up.
-DEB_PACKAGES += libseccomp-dev
+# Tests: a seccomp filter denying membarrier after start-up; promtool
+# (package prometheus) linting a real scrape.
+DEB_PACKAGES += libseccomp-dev prometheus
+# Tests: `umemcg top` on a terminal of a fixed size (a tmux pane).
+DEB_PACKAGES += tmux
 # libumemcg-jemalloc: per-group arenas (jemalloc 5.3).
 DEB_PACKAGES += libjemalloc-dev
 TEST_PRESETS := release asan tsan fuzz

@@ -20,9 +20,14 @@ for preset in "$@"; do
     for fuzzer in build/fuzz/bin/*_fuzz; do
       name=$(basename "${fuzzer}" _fuzz)
       scratch=$(mktemp -d)
+      dict=()
+      if [ -f "tests/fuzz/dict/${name}.dict" ]; then
+        dict=(-dict="tests/fuzz/dict/${name}.dict")
+      fi
       echo "=== fuzz ${name}: ${FUZZ_SECONDS:-60} s over tests/fuzz/corpus/${name}"
       if "${fuzzer}" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 \
-          "${scratch}" "tests/fuzz/corpus/${name}" >"${scratch}.log" 2>&1; then
+          "${dict[@]}" "${scratch}" "tests/fuzz/corpus/${name}" \
+          >"${scratch}.log" 2>&1; then
         tail -n 3 "${scratch}.log"
         passed=$((passed + 1))
       else

@@ -71,6 +71,9 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   auto covered = [&] {
     return drained != nullptr && over->IsDescendantOf(*drained);
   };
+  // Without a flusher thread, dying groups are freed from here too
+  // (controller_reap.cc); a charge that may reclaim may run anything.
+  if (may_reclaim) ReapIfDue(ctrl);
 
   for (;;) {  // kernel label: retry
     if (!first && stock.Consume(g, n)) return {};

@@ -2,21 +2,6 @@
 //
 // Controller: settings, the group tree and group lifetime.
 //
-// Freeing. A group's last reference can go on a hot path (a stock slot
-// evicted during a charge). Freeing there would call free() under a stock
-// lock and, with the malloc integration, re-enter the allocator, so Put()
-// only pushes the group on a lock-free stack; Reap() frees it later from a
-// tree operation. By then it is offline and unlinked and nothing holds a
-// reference, but a thread inside an object charge may still be using it:
-// it read an objcg's group pointer just before RemoveGroup moved that
-// objcg to the parent (objcgs hold no group reference, so that a removed
-// group is not pinned by the objects charged through it). Reap therefore
-// frees a group only after a grace period of the group SRCU (port/srcu.h)
-// that started after its last reference went, and after taking and
-// releasing each object-stock shard lock once (the locked stock paths read
-// an objcg's group under that lock instead of an SRCU section). ObjCgroups
-// are freed at once (every user of one holds a reference).
-//
 // Reparenting (kernel: memcg_reparent_objcgs). Each group lists the
 // objcgs that point at it (its own and those inherited from removed
 // descendants); RemoveGroup points them at the parent and splices the list
@@ -140,6 +125,10 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   ro.mode = info.stats_flush_mode;
   ro.period = info.stats_flush_period;
   ro.clock = ctrl->clock_;
+  // Dying groups go by themselves within one period (controller_reap.cc).
+  ro.after_periodic_flush = [c = ctrl.get()] {
+    c->ReapImpl(ReapMode::kPeriodic);
+  };
   ro.rseq = ctrl->options_.stats_rseq;
   ctrl->rstat_ =
       std::make_unique<internal::Rstat>(&ctrl->stock_->cpu(), std::move(ro));
@@ -337,15 +326,6 @@ void Controller::Deliver(const char* what, const Group* group, Pages pages) {
 #endif
 }
 
-void Controller::ReleaseGroup(Group* group) {
-  // Treiber push; Reap pops everything at once, so there is no ABA.
-  Group* head = to_free_.load(std::memory_order_relaxed);
-  do {
-    group->next_to_free_ = head;
-  } while (!to_free_.compare_exchange_weak(
-      head, group, std::memory_order_release, std::memory_order_relaxed));
-}
-
 void Controller::CreateObjCgroup(Group* group) {
   auto* objcg = new ObjCgroup(this, group);
   live_objcgs_.fetch_add(1, std::memory_order_relaxed);
@@ -358,160 +338,6 @@ void Controller::CreateObjCgroup(Group* group) {
   group->objcg_.store(objcg, std::memory_order_release);
 }
 
-void Controller::ReleaseObjCgroup(ObjCgroup* objcg) {
-  // Treiber push, as ReleaseGroup.
-  ObjCgroup* head = objcg_to_free_.load(std::memory_order_relaxed);
-  do {
-    objcg->next_to_free_ = head;
-  } while (!objcg_to_free_.compare_exchange_weak(
-      head, objcg, std::memory_order_release, std::memory_order_relaxed));
-}
-
-void Controller::FreeObjCgroup(ObjCgroup* objcg) {
-  // Kernel: obj_cgroup_release(). No stock slot and no object holds bytes
-  // of it any more, so the pool is whole pages unless the caller freed
-  // bytes it never charged (or leaked some).
-  Group* g;
-  {
-    // Under objcg_mu_ its group cannot move while we unlink it (O(1)).
-    std::lock_guard<std::mutex> lock(objcg_mu_);
-    g = objcg->group();
-    objcgs_visited_.fetch_add(1, std::memory_order_relaxed);
-    if (objcg->list_prev_ != nullptr) {
-      objcg->list_prev_->list_next_ = objcg->list_next_;
-    } else {
-      g->objcg_list_ = objcg->list_next_;
-    }
-    if (objcg->list_next_ != nullptr) {
-      objcg->list_next_->list_prev_ = objcg->list_prev_;
-    }
-  }
-  // `g` stays allocated: only Reap frees groups, and we run under
-  // reap_mu_. It may have gone offline meanwhile; uncharging it then is
-  // what any uncharge of a removed group does.
-  // Relaxed: the acquire exchange of objcg_to_free_ in Reap ordered every
-  // write made before the last reference went.
-  const uint64_t pool =
-      objcg->nr_charged_bytes_.exchange(0, std::memory_order_relaxed);
-  const uint64_t pages = pool >> kPageShift;
-  if (pages != 0) {
-    internal::ObjStock::ApplyKmem(g, -static_cast<int64_t>(pages));
-    internal::ObjStock::UnchargePages(g, pages, /*via_stock=*/false);
-  }
-  if ((pool & (kPageSize - 1)) != 0) {
-    // Now, not deferred: Reap may free `g` right after.
-    Deliver("objcg_partial_page", g, Pages(pages));
-  }
-  delete objcg;
-  live_objcgs_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void Controller::Reap() { ReapImpl(/*force=*/true); }
-
-void Controller::ReapImpl(bool force) {
-  if (tls_charge.in_reap > 0) return;  // the outer reap goes on
-  std::unique_lock<std::mutex> lock(reap_mu_, std::defer_lock);
-  if (force) {
-    lock.lock();
-  } else if (!lock.try_lock()) {
-    return;  // the thread reaping now sees what we queued, or the next one
-  }
-  std::vector<FreedGroup> freed;
-  {
-    internal::DepthScope reaping(tls_charge.in_reap);
-    for (;;) {
-      ObjCgroup* objcgs =
-          objcg_to_free_.exchange(nullptr, std::memory_order_acquire);
-      while (objcgs != nullptr) {
-        ObjCgroup* o = objcgs;
-        objcgs = o->next_to_free_;
-        FreeObjCgroup(o);
-      }
-      for (Group* g = to_free_.exchange(nullptr, std::memory_order_acquire);
-           g != nullptr;) {
-        Group* next = g->next_to_free_;
-        g->next_to_free_ = gp_waiting_;
-        gp_waiting_ = g;
-        ++nr_gp_waiting_;
-        g = next;
-      }
-      if (!srcu_->grace_period_in_progress()) {
-        if (gp_waiting_ == nullptr || (!force && nr_gp_waiting_ < kReapBatch)) {
-          break;
-        }
-        // The waiting groups' last references all went before this point:
-        // the grace period starting now covers every reader of them.
-        gp_current_ = gp_waiting_;
-        gp_waiting_ = nullptr;
-        nr_gp_waiting_ = 0;
-        srcu_->StartGracePeriod();
-      }
-      if (!srcu_->PollGracePeriod()) break;  // a reader is inside: later
-      obj_stock_->WaitForLockHolders();
-      Group* list = gp_current_;
-      gp_current_ = nullptr;
-      while (list != nullptr) {
-        Group* g = list;
-        list = g->next_to_free_;
-        FreeGroup(g, &freed);
-      }
-      // Freeing may have queued parents and objcgs: go round again.
-    }
-  }
-  lock.unlock();
-  if (!freed.empty()) NotifyFreed(freed);
-}
-
-void Controller::FreeGroup(Group* g, std::vector<FreedGroup>* freed) {
-  // Pages still charged with no reference left can never be uncharged:
-  // return them to the ancestors and report the leak. Pages charged
-  // through objcgs are not leaked: after reparenting the parent was (or
-  // will be) uncharged for them (see above).
-  const int64_t via_objcg =
-      std::max<int64_t>(g->objcg_pages_.load(std::memory_order_relaxed), 0);
-  const uint64_t usage = g->memory_.usage().raw();
-  const Pages left(usage > static_cast<uint64_t>(via_objcg)
-                       ? usage - static_cast<uint64_t>(via_objcg)
-                       : 0);
-  if (left.raw() > 0) {
-    if (g->parent_ != nullptr) g->parent_->memory_.Uncharge(left);
-    Deliver("leak", g, left);  // now: g is freed below
-  }
-  // Deltas that reached the group's per-CPU counters after its removal
-  // flush (an update racing with RemoveGroup) go to the parent now; this
-  // also unlinks it from every CPU's updated tree. No update can follow:
-  // nobody holds a reference and the grace period has passed.
-  rstat_->FlushSubtree(g->stats_);
-  if (internal::ForkSafeLoad(observers_) != nullptr) {
-    freed->push_back({g->id_, g->path(), left});
-  }
-  Group* parent = g->parent_;
-  // Kernel: css_release_work_fn() uncounts a dying cgroup when freed.
-  if (g->counted_dying_) {
-    for (Group* a = parent; a != nullptr; a = a->parent_) {
-      a->nr_dying_descendants_.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
-  delete g;
-  live_groups_.fetch_sub(1, std::memory_order_relaxed);
-  // May queue the parent (pushed on to_free_; ReapImpl's loop sees it).
-  if (parent != nullptr) parent->Put();
-}
-
-void Controller::NotifyOffline(Group& group) {
-  if (auto observers = internal::ForkSafeLoad(observers_)) {
-    for (const auto& o : *observers) o->OnGroupOffline(group);
-  }
-}
-
-void Controller::NotifyFreed(const std::vector<FreedGroup>& freed) {
-  if (auto observers = internal::ForkSafeLoad(observers_)) {
-    for (const FreedGroup& f : freed) {
-      for (const auto& o : *observers) o->OnGroupFreed(f);
-    }
-  }
-}
-
 Group* Controller::FindChildLocked(Group& parent, std::string_view name) const {
   uint64_t probes = 0;
   Group* g = children_->Find(&parent, name, &probes);
@@ -521,12 +347,31 @@ Group* Controller::FindChildLocked(Group& parent, std::string_view name) const {
 
 StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
                                            std::string_view name) {
+  // The VFS's answers for what a path component cannot be, then
+  // cgroup_mkdir's: no newline (it would break /proc/<pid>/cgroup), and
+  // kernfs's EEXIST for a name a control file of the parent has.
   if (name.empty() || name.find('/') != std::string_view::npos || name == "." ||
       name == "..") {
     return Invalid("group name must be non-empty, without '/', not . or ..");
   }
+  if (name.size() > kMaxGroupNameBytes) {
+    return Status(StatusCode::kNameTooLong, "group name longer than 255 bytes");
+  }
+  if (name.find('\n') != std::string_view::npos) {
+    return Invalid("group name contains a newline");
+  }
   if (&parent.controller() != this) {
     return Invalid("parent belongs to another controller");
+  }
+  // ListFiles is the files layer's list for the parent (built in, plus
+  // external limits' files); names of other shapes cannot collide.
+  if (name.starts_with("memory.") || name.starts_with("cgroup.")) {
+    for (const std::string& f : parent.ListFiles()) {
+      if (f == name) {
+        return Status(StatusCode::kAlreadyExists,
+                      "a control file is named " + std::string(name));
+      }
+    }
   }
   if (tls_charge.in_tree_walk > 0) {
     return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
@@ -543,6 +388,9 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     }
     auto* g = new Group(this, &parent, std::string(name), next_id_++);
     live_groups_.fetch_add(1, std::memory_order_relaxed);
+    // A group without the controller cannot enable it for its children.
+    g->subtree_memory_.store(parent.subtree_memory(),
+                             std::memory_order_relaxed);
     // The tree's reference (refs_ = 1): last in the parent's list.
     g->prev_sibling_ = parent.last_child_;
     if (parent.last_child_ != nullptr) {
@@ -560,7 +408,7 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
     CreateObjCgroup(g);
     ref = GroupRef(g);
   }
-  ReapImpl(/*force=*/false);
+  ReapImpl(ReapMode::kAuto);
   return ref;
 }
 
@@ -666,7 +514,7 @@ Status Controller::RemoveGroup(Group& group) {
   if (own_objcg != nullptr) own_objcg->Put();  // the group's reference
   NotifyOffline(group);
   group.Put();  // the tree's reference
-  ReapImpl(/*force=*/false);
+  ReapImpl(ReapMode::kAuto);
   return Status::Ok();
 }
 

@@ -180,6 +180,11 @@ class ControllerImpl {
   static void DrainStocksNow(Controller& c, Group& subtree);
   static bool TryDrainAllStocks(Controller& c, Group& subtree);
 
+  // With no flusher thread: reaps if dead groups wait and are due
+  // (Controller::ReapImpl, kAuto). From the charge slow path of charges
+  // that may reclaim; two relaxed loads when nothing waits.
+  static void ReapIfDue(Controller& c);
+
   // Gives the reports DeferReports queued on this thread to the hooks.
   static void DeliverDeferredReports();
 

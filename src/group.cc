@@ -231,6 +231,46 @@ Status Group::SetOomGroup(bool oom_group) {
   return Status::Ok();
 }
 
+Status Group::SetSubtreeMemory(bool enable) {
+  std::vector<GroupRef> lost;  // children that lose the controller
+  {
+    internal::TreeWriteLock lock(*controller_);
+    if (!online()) {
+      return Status(StatusCode::kFailedPrecondition, "group was removed");
+    }
+    if (enable) {
+      if (!has_memory_controller()) {
+        return Status(StatusCode::kNotFound,
+                      "the memory controller is not enabled for this group");
+      }
+      subtree_memory_.store(true, std::memory_order_release);
+      return Status::Ok();
+    }
+    if (!subtree_memory()) return Status::Ok();  // not enabled: a no-op
+    for (Group* c = first_child_; c != nullptr; c = c->next_sibling_) {
+      if (c->subtree_memory()) {
+        return Status(StatusCode::kBusy,
+                      "a child group has the memory controller enabled");
+      }
+    }
+    subtree_memory_.store(false, std::memory_order_release);
+    for (Group* c = first_child_; c != nullptr; c = c->next_sibling_) {
+      lost.emplace_back(c);
+    }
+  }
+  // Outside the tree lock: the defaults of a group without the
+  // controller, so that it limits and protects nothing (raising limits
+  // never reclaims).
+  for (GroupRef& c : lost) {
+    c->memory_.ExchangeMax(kPageCounterMax);
+    c->memory_.SetHigh(kPageCounterMax);
+    c->memory_.SetMin(Pages(0));
+    c->memory_.SetLow(Pages(0));
+    c->oom_group_.store(false, std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
 Status Group::Reclaim(Pages n) {
   if (!online()) {
     return Status(StatusCode::kFailedPrecondition, "group was removed");

@@ -97,6 +97,7 @@ Rstat::Rstat(const CpuIdSource* cpu, Options options)
       threshold_(static_cast<uint64_t>(options.batch) *
                  static_cast<uint64_t>(cpu->nr_shards())),
       period_(options.period),
+      after_periodic_flush_(std::move(options.after_periodic_flush)),
       clock_(options.clock),
       // RseqCommitAvailable() first, whatever the source: it sets the
       // rseq area's offset the sequences use.

@@ -83,6 +83,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -297,6 +298,9 @@ class Rstat {
     Clock* clock = nullptr;
     // Commit the hot path with rseq where the CPU source allows it.
     bool rseq = true;
+    // Run by the flusher thread after each periodic flush, outside every
+    // Rstat lock (the controller reaps dying groups there).
+    std::function<void()> after_periodic_flush;
   };
   // Pool levels per CPU: refilled below kPoolLow, to the pool's target
   // (kPoolInitial, raised after running dry, at most kPoolMax, decaying
@@ -490,7 +494,8 @@ class Rstat {
   // Updates of g's subtree not yet flushed (residues, then the count).
   // `exceeded`: the count is over the threshold or a stop is uncovered.
   uint64_t Pending(const GroupStats* g, bool* exceeded) const;
-  void FlusherMain();
+  // `next`: when the first flush is due.
+  void FlusherMain(std::chrono::nanoseconds next);
   // Starts the child's flusher if ChildAfterFork asked for one.
   void RestartFlusherIfForked() {
     // Relaxed: set in the child's fork handler before any other thread of
@@ -506,6 +511,7 @@ class Rstat {
   const StatsFlushMode mode_;
   const uint64_t threshold_;
   const std::chrono::nanoseconds period_;
+  const std::function<void()> after_periodic_flush_;
   Clock* const clock_;
   const bool rseq_;
   const uint32_t nr_shards_;

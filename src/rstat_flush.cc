@@ -215,7 +215,10 @@ StatErrorBound Rstat::Bound(const GroupStats* g) const {
 void Rstat::StartFlusher(GroupStats* root) {
   root_ = root;
   if (period_.count() <= 0) return;
-  flusher_ = std::thread([this] { FlusherMain(); });
+  // The first flush is due one period after this call, not after the
+  // thread got to run (a manual clock may move in between).
+  flusher_ = std::thread(
+      [this, first = clock_->Now() + period_] { FlusherMain(first); });
 }
 
 void Rstat::StopFlusher() {
@@ -259,16 +262,16 @@ void Rstat::RestartFlusher() {
   std::lock_guard<std::mutex> lock(flusher_mu_);
   if (!restart_flusher_.load(std::memory_order_relaxed) || stop_) return;
   restart_flusher_.store(false, std::memory_order_relaxed);
-  flusher_ = std::thread([this] { FlusherMain(); });
+  flusher_ = std::thread(
+      [this, first = clock_->Now() + period_] { FlusherMain(first); });
 }
 
-void Rstat::FlusherMain() {
+void Rstat::FlusherMain(std::chrono::nanoseconds next) {
   // Kernel: flush_memcg_stats_dwork(): force-flush from the root every
   // period, so readers rarely find much to flush. In between, refill the
   // pools when an update found one empty (WakeRefiller), without moving
   // the next flush.
   std::unique_lock<std::mutex> lock(flusher_mu_);
-  std::chrono::nanoseconds next = clock_->Now() + period_;
   while (!stop_) {
     const std::chrono::nanoseconds wait =
         std::max(next - clock_->Now(), std::chrono::nanoseconds(0));
@@ -287,6 +290,7 @@ void Rstat::FlusherMain() {
     FlushSubtree(root_);
     MaybeRefillPools();
     TrimPools();
+    if (after_periodic_flush_) after_periodic_flush_();
     periodic_flushes_.fetch_add(1, std::memory_order_relaxed);  // test counter
     lock.lock();
     next = clock_->Now() + period_;

@@ -32,6 +32,10 @@ const char* StatusCodeName(StatusCode code) {
       return "OUT_OF_RANGE";
     case StatusCode::kAddressInUse:
       return "ADDRESS_IN_USE";
+    case StatusCode::kNameTooLong:
+      return "NAME_TOO_LONG";
+    case StatusCode::kTooBig:
+      return "TOO_BIG";
   }
   return "UNKNOWN";
 }
@@ -60,6 +64,10 @@ int ErrnoOf(StatusCode code) {
       return ERANGE;
     case StatusCode::kAddressInUse:
       return EADDRINUSE;
+    case StatusCode::kNameTooLong:
+      return ENAMETOOLONG;
+    case StatusCode::kTooBig:
+      return E2BIG;
   }
   return EINVAL;
 }

@@ -139,7 +139,19 @@ static void test_groups_and_charges(void) {
   CHECK_ERR(umemcg_group_create(NULL, "c", &found), EINVAL);
   memset(buf, 'n', 300);
   buf[300] = '\0';
-  CHECK_ERR(umemcg_group_create(root, buf, &found), EINVAL); /* too long */
+  CHECK_ERR(umemcg_group_create(root, buf, &found), ENAMETOOLONG);
+  buf[256] = '\0';
+  CHECK_ERR(umemcg_group_create(root, buf, &found), ENAMETOOLONG);
+  buf[255] = '\0'; /* NAME_MAX itself is fine */
+  CHECK_ERR(umemcg_group_create(root, buf, &found), 0);
+  CHECK_ERR(umemcg_group_release(found), 0);
+  CHECK_ERR(umemcg_group_create(root, ".", &found), EINVAL);
+  CHECK_ERR(umemcg_group_create(root, "..", &found), EINVAL);
+  CHECK_ERR(umemcg_group_create(root, "x\ny", &found), EINVAL);
+  CHECK_ERR(umemcg_group_create(a, "memory.max", &found), EEXIST);
+  CHECK_ERR(umemcg_group_create(a, "cgroup.subtree_control", &found), EEXIST);
+  CHECK(strcmp(umemcg_strerror(ENAMETOOLONG), "unknown error") != 0);
+  CHECK(strcmp(umemcg_strerror(E2BIG), "unknown error") != 0);
   CHECK_ERR(umemcg_group_lookup(ctrl, "a/b", &found), 0);
   CHECK_ERR(umemcg_group_path(found, buf, sizeof(buf), &needed), 0);
   CHECK(strcmp(buf, "a/b") == 0 && needed == 4);
@@ -184,6 +196,15 @@ static void test_groups_and_charges(void) {
   CHECK_ERR(umemcg_read_file(a, NULL, buf, sizeof(buf), NULL), EINVAL);
   CHECK_ERR(umemcg_write_file(a, "memory.max", "1GB"), EINVAL);
   CHECK_ERR(umemcg_write_file(a, "memory.max", "\xff"), EINVAL);
+  { /* over one page: E2BIG, as kernfs (atomic_write_len = PAGE_SIZE) */
+    static char big[4098];
+    memset(big, '1', 4097);
+    big[4097] = '\0';
+    CHECK_ERR(umemcg_write_file(a, "memory.max", big), E2BIG);
+    big[0] = 'x';
+    big[4096] = '\0';
+    CHECK_ERR(umemcg_write_file(a, "memory.max", big), EINVAL);
+  }
   CHECK_ERR(umemcg_write_file(a, "memory.current", "0"), EACCES);
   CHECK_ERR(umemcg_write_file(a, "memory.max", NULL), EINVAL);
   CHECK_ERR(umemcg_write_file(a, "memory.reclaim", "1M"), EAGAIN);

@@ -95,6 +95,36 @@ TEST(ControllerTest, BadNamesAndDuplicatesAreRefused) {
   EXPECT_TRUE(t.ctrl->CreateGroup(*a, "a").ok());
 }
 
+// cgroup_mkdir and the VFS: a newline is EINVAL (it would break
+// /proc/<pid>/cgroup), a control file's name EEXIST (kernfs finds the
+// file), a name past NAME_MAX ENAMETOOLONG. Nothing is created.
+TEST(ControllerTest, NamesTheKernelRefusesAreRefusedWithItsErrno) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  auto errno_of = [&](Group& parent, std::string_view name) {
+    return ErrnoOf(t.ctrl->CreateGroup(parent, name).status().code());
+  };
+  for (const char* bad : {"x\ny", "\n", "x\n"}) {
+    EXPECT_EQ(errno_of(*a, bad), EINVAL) << bad;
+  }
+  for (const std::string& f : a->ListFiles()) {
+    EXPECT_EQ(errno_of(*a, f), EEXIST) << f;
+  }
+  EXPECT_EQ(errno_of(*a, "memory.stat"), EEXIST);
+  EXPECT_EQ(errno_of(*a, "cgroup.stat"), EEXIST);
+  EXPECT_EQ(errno_of(*a, "cgroup.subtree_control"), EEXIST);
+  // Names that look like files but are none are plain names, as in cgroupfs.
+  EXPECT_EQ(errno_of(*a, "memory.nonsense"), 0);
+  EXPECT_EQ(errno_of(*a, "cgroup"), 0);
+  // The root has no memory.max (kernel too): a child may take that name.
+  EXPECT_EQ(errno_of(t.ctrl->root(), "memory.max"), 0);
+  EXPECT_EQ(errno_of(t.ctrl->root(), "memory.stat"), EEXIST);
+  EXPECT_EQ(errno_of(*a, std::string(255, 'n')), 0);
+  EXPECT_EQ(errno_of(*a, std::string(256, 'n')), ENAMETOOLONG);
+  EXPECT_EQ(errno_of(*a, std::string(100000, 'n')), ENAMETOOLONG);
+  EXPECT_EQ(a->nr_descendants(), 3);
+}
+
 TEST(ControllerTest, RemoveRefusesRootAndParentsOfLiveChildren) {
   TestController t;
   GroupRef a = t.Make("a");

@@ -173,7 +173,10 @@ TEST(FilesTest, ErrnoForMisuse) {
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.nonsense", "0"), ENOENT);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xff\xfe"), EINVAL);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "\xc3"), EINVAL);  // truncated
-  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(5000, '1')), EINVAL);
+  // kernfs: atomic_write_len = PAGE_SIZE, so a longer write is E2BIG.
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(5000, '1')), E2BIG);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(4097, ' ')), E2BIG);
+  EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", std::string(4096, 'x')), EINVAL);
   ASSERT_TRUE(t.ctrl->RemoveGroup(*g).ok());
   EXPECT_EQ(ErrnoOf(g->ReadFile("memory.current").status().code()), ENODEV);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"), ENODEV);
@@ -376,7 +379,7 @@ TEST(FilesTest, NulEndsTheValue) {
   // The 4096-byte bound is on the whole write, NULs included.
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"s + std::string(4094, '\0')), 0);
   EXPECT_EQ(ErrnoOfWrite(*g, "memory.max", "1G"s + std::string(4095, '\0')),
-            EINVAL);
+            E2BIG);
 
   // The selftest's reset string on per-handle peaks.
   ASSERT_TRUE(g->TryCharge(Pages(10), ChargeFlags::kNone).ok());
@@ -396,7 +399,8 @@ TEST(FilesTest, NulEndsTheValue) {
 }
 
 // The cgroup core files of a memory-only hierarchy (kernel/cgroup/cgroup.c):
-// the memory controller is available and enabled in every group.
+// the memory controller is available and enabled in every new group, and
+// cgroup.subtree_control follows cgroup_subtree_control_write's rules.
 TEST(FilesTest, ControllersAndSubtreeControl) {
   TestController t;
   Group& root = t.ctrl->root();
@@ -427,11 +431,63 @@ TEST(FilesTest, ControllersAndSubtreeControl) {
     EXPECT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", text), err) << text;
   }
   EXPECT_EQ(ErrnoOfWrite(root, "cgroup.subtree_control", "-memory"), EBUSY);
-  // A leaf: the kernel would disable it; umemcg cannot (docs/design.md).
-  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), EBUSY);
-  EXPECT_EQ(Read(*c, "cgroup.subtree_control"), "memory\n");
+  // A leaf: no child enables memory, so the kernel accepts it, and then
+  // disabling again is a no-op.
+  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), 0);
+  EXPECT_EQ(Read(*c, "cgroup.subtree_control"), "\n");
+  EXPECT_EQ(Read(*c, "cgroup.controllers"), "memory\n");  // its own stays
+  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), 0);
+  // Now no child of p enables memory: p may disable it.
+  EXPECT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "-memory"), 0);
+  EXPECT_EQ(Read(*p, "cgroup.subtree_control"), "\n");
+  EXPECT_EQ(Read(root, "cgroup.subtree_control"), "memory\n");
   ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
   EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "+memory"), ENODEV);
+}
+
+// Once a group's subtree_control disables memory, its children lose the
+// controller: their memory.* files go (ListFiles, Open, handles opened
+// before), their limits stop limiting; charges still count at the
+// ancestors. "+memory" brings the files back with default limits.
+TEST(FilesTest, ChildrenWithoutTheMemoryController) {
+  TestController t;
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_TRUE(c->SetMax(Pages(10)).ok());
+  ASSERT_TRUE(c->SetLow(Pages(5)).ok());
+  ASSERT_TRUE(c->TryCharge(Pages(4)).ok());
+  auto max_file = MemoryFile::Open(*c, "memory.max");
+  ASSERT_TRUE(max_file.ok());
+  EXPECT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "-memory"), EBUSY);
+  ASSERT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), 0);
+  ASSERT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "-memory"), 0);
+  EXPECT_FALSE(c->has_memory_controller());
+  EXPECT_EQ(Read(*c, "cgroup.controllers"), "\n");
+  for (const std::string& f : c->ListFiles()) {
+    EXPECT_TRUE(f.starts_with("cgroup.")) << f;
+  }
+  EXPECT_EQ(ErrnoOf(c->ReadFile("memory.current").status().code()), ENOENT);
+  EXPECT_EQ(ErrnoOfWrite(*c, "memory.max", "1G"), ENOENT);
+  EXPECT_EQ(ErrnoOf((*max_file)->Read().status().code()), ENODEV);
+  // It can no longer enable memory for its own children.
+  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "+memory"), ENOENT);
+  // New children of p have no controller either.
+  GroupRef d = t.Make("p/d");
+  EXPECT_FALSE(d->has_memory_controller());
+  EXPECT_EQ(Read(*d, "cgroup.subtree_control"), "\n");
+  // Limits and protection no longer apply; the charge is p's as before.
+  EXPECT_EQ(c->memory().max(), kPageCounterMax);
+  EXPECT_EQ(c->memory().low(), Pages(0));
+  EXPECT_TRUE(c->TryCharge(Pages(20)).ok());
+  EXPECT_EQ(p->usage(), c->usage());
+  c->Uncharge(Pages(24));
+  // "+memory": the files come back, with the default limits.
+  ASSERT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "+memory"), 0);
+  EXPECT_TRUE(c->has_memory_controller());
+  EXPECT_EQ(Read(*c, "memory.max"), "max\n");
+  EXPECT_EQ(Read(*c, "memory.low"), "0\n");
+  EXPECT_EQ(Read(*c, "cgroup.subtree_control"), "\n");  // its own: off
+  EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "+memory"), 0);
 }
 
 // cgroup.stat (kernel: cgroup_stat_show) counts live and dying descendants:

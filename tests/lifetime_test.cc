@@ -299,5 +299,99 @@ TEST(DrainGuardTest, RefusedChargersShareDrainsInsteadOfEachDraining) {
   g->UnchargeDirect(Pages(1 + kChargers));
 }
 
+// ---- Dying groups go by themselves (issue 33 item 1) ----
+
+// Creates `n` children of `parent`, charges each through the stock and the
+// object stock, uncharges everything and removes them; no reference is
+// kept. They are then dying: below kReapBatch, so no tree operation frees
+// them at once.
+void RemoveChargedChildren(Controller& ctrl, Group& parent, int n) {
+  for (int i = 0; i < n; ++i) {
+    GroupRef g = ctrl.CreateGroup(parent, "d" + std::to_string(i)).value();
+    ASSERT_TRUE(g->TryCharge(Pages(3)).ok());
+    g->Uncharge(Pages(3));
+    ObjCgroupRef o = g->GetObjCgroup();
+    ASSERT_TRUE(o->Charge(Bytes(100)).ok());
+    o->Uncharge(Bytes(100));
+    ASSERT_TRUE(ctrl.RemoveGroup(*g).ok());
+  }
+}
+
+// Polls (real time, generous: the machine may be busy) until `done`.
+template <typename F>
+bool EventuallyTrue(F done) {
+  for (int i = 0; i < 60000 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+// The kernel frees a dying memcg once its last reference goes (css
+// release, then an RCU grace period), with no call. Here the periodic
+// flusher reaps: one period of the (manual) clock frees all 30, with no
+// Reap() call and no tree operation.
+TEST(DyingGroupTest, FreedWithinOneFlusherPeriodWithoutReap) {
+  TestController t;  // flusher period 2 s on a manual clock
+  GroupRef p = t.Make("p");
+  RemoveChargedChildren(*t.ctrl, *p, 30);
+  ASSERT_LT(30, Controller::kReapBatch);
+  EXPECT_EQ(p->nr_dying_descendants(), 30);
+  EXPECT_EQ(t.ctrl->root().nr_dying_descendants(), 30);
+  // The clock has not moved: the flusher has not run, nothing was freed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(p->nr_dying_descendants(), 30);
+  t.clock.Advance(std::chrono::seconds(2));
+  EXPECT_TRUE(EventuallyTrue([&] { return p->nr_dying_descendants() == 0; }))
+      << p->nr_dying_descendants() << " still dying";
+  EXPECT_EQ(t.ctrl->root().nr_dying_descendants(), 0);
+  EXPECT_EQ(p->nr_descendants(), 0);
+  EXPECT_TRUE(t.errors.empty());
+}
+
+// A group still referenced stays dying; once the reference goes, the next
+// period frees it.
+TEST(DyingGroupTest, AReferencedGroupIsFreedAtThePeriodAfterItsLastRef) {
+  TestController t;
+  GroupRef p = t.Make("p");
+  GroupRef held = t.Make("p/held");
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*held).ok());
+  RemoveChargedChildren(*t.ctrl, *p, 1);  // a marker: freed by the period
+  EXPECT_EQ(p->nr_dying_descendants(), 2);
+  t.clock.Advance(std::chrono::seconds(2));
+  ASSERT_TRUE(EventuallyTrue([&] { return p->nr_dying_descendants() == 1; }))
+      << p->nr_dying_descendants();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(p->nr_dying_descendants(), 1);  // `held` pins it
+  held.reset();
+  t.clock.Advance(std::chrono::seconds(2));
+  EXPECT_TRUE(EventuallyTrue([&] { return p->nr_dying_descendants() == 0; }));
+}
+
+// No flusher thread: the next charge slow path (of a charge that may
+// reclaim) or tree operation after one period frees them; before the
+// period, neither does (fewer than kReapBatch wait).
+TEST(DyingGroupTest, WithoutAFlusherTheChargeSlowPathFreesThemAfterAPeriod) {
+  ControllerOptions o;
+  o.stats_flush_period = std::chrono::nanoseconds(0);
+  TestController t(o);
+  GroupRef p = t.Make("p");
+  GroupRef live = t.Make("live");
+  RemoveChargedChildren(*t.ctrl, *p, 30);
+  ASSERT_TRUE(live->TryCharge(Pages(200)).ok());  // a slow path, too early
+  EXPECT_EQ(p->nr_dying_descendants(), 30);
+  t.clock.Advance(std::chrono::seconds(2));
+  live->Uncharge(Pages(200));
+  t.Drain();
+  ASSERT_TRUE(live->TryCharge(Pages(200)).ok());  // the stock misses
+  EXPECT_EQ(p->nr_dying_descendants(), 0);
+  live->Uncharge(Pages(200));
+  // And by a tree operation: another 30, one period, one mkdir.
+  RemoveChargedChildren(*t.ctrl, *p, 30);
+  EXPECT_EQ(p->nr_dying_descendants(), 30);
+  t.clock.Advance(std::chrono::seconds(2));
+  GroupRef q = t.Make("q");
+  EXPECT_EQ(p->nr_dying_descendants(), 0);
+}
+
 }  // namespace
 }  // namespace umemcg

@@ -305,9 +305,11 @@ class UMEMCG_EXPORT Controller {
 
   // ---- Tree ----
 
-  // Creates `name` under `parent`. kInvalidArgument: empty name or one with
-  // '/'; kAlreadyExists: a sibling has that name; kFailedPrecondition:
-  // parent offline, or called from inside a reclaimer.
+  // Creates `name` under `parent`, refusing what cgroupfs refuses.
+  // kInvalidArgument: empty, ".", "..", or containing '/' or '\n';
+  // kNameTooLong: over kMaxGroupNameBytes; kAlreadyExists: a sibling or one
+  // of the parent's control files (ListFiles) has that name;
+  // kFailedPrecondition: parent offline, or called from inside a reclaimer.
   StatusOr<GroupRef> CreateGroup(Group& parent, std::string_view name);
   // Finds an online group by path ("a/b/c"; "" or "/" is the root).
   // Leading and trailing '/' are ignored. kNotFound if absent.
@@ -348,13 +350,20 @@ class UMEMCG_EXPORT Controller {
   // reparented away from it. Grace periods are polled, never waited for: a
   // group that a thread blocked inside such a charge (reclaim, OOM
   // handling, a memory.high sleep) may still reach is freed by a later
-  // Reap. Tree operations reap too, running a grace period only once
-  // kReapBatch groups wait (its cost, a few loads per CPU and two
-  // membarrier(2) calls, is shared by the batch); Reap() always runs one.
+  // reap. Calling Reap() is never required: the periodic stats flusher
+  // reaps every period, so a group whose last reference went is freed
+  // within one period (kernel: css release needs no call either); tree
+  // operations and, with no flusher thread, the slow path of charges that
+  // may reclaim start a grace period once kReapBatch groups wait or the
+  // oldest waited one period (2 s with the flusher off). Reap() always
+  // runs one now (its cost: a few loads per CPU and two membarrier(2)
+  // calls).
   // Time proportional to the groups and objcgs freed, plus O(nr_cpus) per
   // grace period.
   void Reap();
   static constexpr int kReapBatch = 32;
+  // NAME_MAX: the longest group name CreateGroup takes.
+  static constexpr size_t kMaxGroupNameBytes = 255;
 
   // ---- Statistics ----
 
@@ -433,9 +442,14 @@ class UMEMCG_EXPORT Controller {
   void FreeObjCgroup(ObjCgroup* objcg);     // from Reap
   void CreateObjCgroup(Group* group);
   Group* FindChildLocked(Group& parent, std::string_view name) const;
-  // Reap; without `force` a grace period starts only once kReapBatch
-  // groups wait, and a reap already running elsewhere is left to finish.
-  void ReapImpl(bool force);
+  // kForce: Reap(). kPeriodic: the flusher's tick, a grace period for
+  // whatever waits. kAuto: a grace period only once kReapBatch groups wait
+  // or the oldest waited ReapPeriod(). Except under kForce, a reap already
+  // running elsewhere is left to finish.
+  enum class ReapMode { kForce, kPeriodic, kAuto };
+  void ReapImpl(ReapMode mode);
+  // The flusher period, or 2 s without a flusher.
+  std::chrono::nanoseconds ReapPeriod() const;
   // Frees `g` (its grace period passed). REQUIRES: reap_mu_.
   void FreeGroup(Group* g, std::vector<FreedGroup>* freed);
   // Calls OnGroupOffline / OnGroupFreed of every observer.
@@ -507,6 +521,10 @@ class UMEMCG_EXPORT Controller {
   std::mutex reap_mu_;
   Group* gp_waiting_ = nullptr;  // guarded by reap_mu_
   int nr_gp_waiting_ = 0;        // guarded by reap_mu_
+  // When gp_waiting_ last went from empty to not (clock_ time).
+  std::chrono::nanoseconds gp_waiting_since_{0};  // guarded by reap_mu_
+  // gp_waiting_ or gp_current_ not empty at the end of the last reap.
+  std::atomic<bool> reap_waiting_{false};
   Group* gp_current_ = nullptr;  // guarded by reap_mu_
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> underflows_{0};

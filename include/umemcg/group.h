@@ -462,6 +462,27 @@ class UMEMCG_EXPORT alignas(64) Group {
   bool IsDescendantOf(const Group& ancestor) const;
   // Names of the online children, in creation order (takes the tree lock).
   std::vector<std::string> ChildNames() const;
+
+  // cgroup.subtree_control's "memory" (kernel: cgroup_subtree_control_
+  // write). Enabled in every new group whose own group has the controller
+  // (umemcg's default; the kernel's is off). Disabling is a no-op when it
+  // is off, and kBusy while a child has it on in its own subtree_control;
+  // then the children lose the controller: their memory.* files go (files
+  // layer) and their limits and protection are reset to the defaults,
+  // so they limit and protect nothing. Their charges still go through
+  // their counters, which the ancestors count as before (see
+  // docs/design.md for how this differs from the kernel). Enabling needs
+  // the controller on this group (kNotFound otherwise). Takes the tree
+  // lock.
+  Status SetSubtreeMemory(bool enable);
+  bool subtree_memory() const {
+    return subtree_memory_.load(std::memory_order_acquire);
+  }
+  // Whether this group has the memory controller: the root always, any
+  // other group when its parent's subtree_control enables it.
+  bool has_memory_controller() const {
+    return parent_ == nullptr || parent_->subtree_memory();
+  }
   // How many online children it has (takes the tree lock; O(1)).
   size_t NumChildren() const;
 
@@ -546,6 +567,8 @@ class UMEMCG_EXPORT alignas(64) Group {
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};
+  // Written under the tree lock (SetSubtreeMemory, CreateGroup).
+  std::atomic<bool> subtree_memory_{true};
   // Pages per counter walk and the most one CPU's stock slot may cache for
   // this group: the controller's batch, or (BatchPolicy::kAdaptive) what
   // the adaptive policy set last. Read inside the stock's hit paths;

@@ -16,17 +16,20 @@
 //                                                         an unlimited limit
 //   umemcg_memory_events_total{event="max"}               memory.events
 //   umemcg_memory_events_local_total{event="max"}         memory.events.local
-//   umemcg_memory_stat{item="anon"}                       memory.stat values
-//                                                         (bytes or counts,
-//                                                         as the file has)
+//   umemcg_memory_stat_bytes{item="anon"}                 memory.stat sizes
+//   umemcg_memory_stat_events_total{item="pgfault"}       memory.stat events
 //   umemcg_cluster_info{cluster_group="t"} 1              a group bound to a
 //   umemcg_cluster_{max,current}_bytes                    cluster group
-//   umemcg_cluster_stat{item="lease_bytes"}               (umemcg/cluster.h):
-//   umemcg_cluster_events_total{event="max"}              memory.cluster.*
+//   umemcg_cluster_stat_bytes{item="lease_bytes"}         (umemcg/cluster.h):
+//   umemcg_cluster_stat_seconds{item="expires_in"}        memory.cluster.*,
+//   umemcg_cluster_stat_flag{item="connected"}            the stat split by
+//   umemcg_cluster_stat_events_total{item="grants"}       unit and type
+//   umemcg_cluster_events_total{event="max"}
 //   umemcg_cgroup_events{event="populated"}               cgroup.events
 //   umemcg_cgroup_stat{item="nr_dying_descendants"}       cgroup.stat
 //   umemcg_controller_info{batch,cpus,cpu_source,...} 1   controller only
 //   umemcg_controller_batch_pages, umemcg_controller_cpus
+// Every family, its type and unit: docs/metrics.md.
 // A file a group lacks (the root has no memory.current, a kernel group may
 // not have the memory controller enabled) gives no sample.
 //
@@ -124,6 +127,10 @@ struct MetricsSnapshot {
   std::vector<GroupSample> groups;
   // Set when taken from a Controller.
   std::optional<ControllerInfo> controller;
+  // memory.stat items that count events although their names do not say
+  // so (a controller's custom kEvents items); the built-in and kernel
+  // ones are known by name.
+  std::vector<std::string> event_stat_items;
 };
 
 struct CollectOptions {

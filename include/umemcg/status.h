@@ -8,8 +8,10 @@
 // returns them (ErrnoOf): kInvalidArgument -> EINVAL, kBusy -> EBUSY,
 // kNotFound -> ENOENT, kAlreadyExists -> EEXIST, kFailedPrecondition ->
 // ENODEV, kResourceExhausted -> ENOMEM, kAgain -> EAGAIN, kPermissionDenied
-// -> EACCES, kOutOfRange -> ERANGE; the operator interfaces add
-// kAddressInUse -> EADDRINUSE (a metrics port another socket holds).
+// -> EACCES, kOutOfRange -> ERANGE, kNameTooLong -> ENAMETOOLONG (a group
+// name over 255 bytes), kTooBig -> E2BIG (a file write over 4096 bytes);
+// the operator interfaces add kAddressInUse -> EADDRINUSE (a metrics port
+// another socket holds).
 //
 // An OK Status holds no allocation. An error Status holds a heap-allocated
 // message, so Status is never built on a charge or uncharge path (those
@@ -44,6 +46,8 @@ enum class StatusCode : uint8_t {
   kPermissionDenied = 8,
   kOutOfRange = 9,
   kAddressInUse = 10,
+  kNameTooLong = 11,
+  kTooBig = 12,
 };
 
 // "OK", "INVALID_ARGUMENT", ...; never null.

@@ -205,7 +205,9 @@ extern "C" int umemcg_group_root(umemcg_controller_t* ctrl,
 extern "C" int umemcg_group_create(umemcg_group_t* parent, const char* name,
                                    umemcg_group_t** out) {
   if (parent == nullptr || out == nullptr || name == nullptr) return EINVAL;
-  if (!ValidString(name, kMaxNameBytes)) return EINVAL;
+  // NAME_MAX, as the VFS: longer names are ENAMETOOLONG (CreateGroup
+  // says the same; checked here first so a huge string is never copied).
+  if (!ValidString(name, kMaxNameBytes)) return ENAMETOOLONG;
   GroupUse p = AcquireGroup(parent);
   if (int e = CheckGroupArg(parent, p)) return e;
   auto g = p.group()->controller().CreateGroup(*p.group(), name);
@@ -553,7 +555,11 @@ extern "C" const char* umemcg_strerror(int err) {
     case ENOENT:
       return "no such group or file";
     case EEXIST:
-      return "a group with that name exists";
+      return "a group or control file with that name exists";
+    case ENAMETOOLONG:
+      return "group name longer than 255 bytes";
+    case E2BIG:
+      return "write longer than 4096 bytes";
     case EBUSY:
       return "group has children (or the memory controller is in use)";
     case ENODEV:

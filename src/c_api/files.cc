@@ -75,9 +75,10 @@ extern "C" int umemcg_write_file(umemcg_group_t* group, const char* name,
                                  const char* text) {
   GroupUse g = AcquireGroup(group);
   if (int e = CheckGroupArg(group, g)) return e;
-  if (!ValidString(name, kMaxNameBytes) || !ValidString(text, kMaxTextBytes)) {
-    return EINVAL;
-  }
+  if (!ValidString(name, kMaxNameBytes) || text == nullptr) return EINVAL;
+  // Over 4096 bytes is E2BIG (kernfs); past kMaxTextBytes without even
+  // measuring the rest.
+  if (!ValidString(text, kMaxTextBytes)) return E2BIG;
   return Err(g.group()->WriteFile(name, text));
 }
 

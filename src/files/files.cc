@@ -110,16 +110,16 @@ std::string CgroupEventsText(const Group& g) {
 }
 
 // cgroup.subtree_control (kernel: cgroup_subtree_control_write) in a
-// hierarchy whose only controller is memory, enabled in every group: each
-// space-separated token must be "+memory" or "-memory" (anything else is
-// EINVAL, as an unknown controller name or a missing prefix is); enabling
-// is a no-op. Disabling is refused with EBUSY: the kernel refuses it while
-// a child has memory in its own subtree_control, which every umemcg child
-// has; on a leaf the kernel would accept it, but a umemcg group cannot
-// exist without memory accounting (docs/design.md).
+// hierarchy whose only controller is memory: each space-separated token
+// must be "+memory" or "-memory" (anything else is EINVAL, as an unknown
+// controller name or a missing prefix is); the last one wins. The rules
+// are the kernel's (Group::SetSubtreeMemory): "-memory" is a no-op when
+// memory is not enabled, EBUSY while a child enables it in its own
+// subtree_control; "+memory" is ENOENT on a group without the controller.
 Status WriteSubtreeControl(Group& g, std::string_view text) {
   std::string_view rest = StripSpace(text);
   bool disable = false;
+  bool any = false;
   while (!rest.empty()) {
     const size_t sp = rest.find(' ');
     const std::string_view tok = rest.substr(0, sp);
@@ -131,12 +131,14 @@ Status WriteSubtreeControl(Group& g, std::string_view text) {
       return Invalid("cgroup.subtree_control: expected +memory or -memory");
     }
     disable = tok[0] == '-';  // the last token for a controller wins
+    any = true;
   }
-  if (!disable) return Status::Ok();
-  return Status(StatusCode::kBusy,
-                g.ChildNames().empty()
-                    ? "the memory controller cannot be disabled in umemcg"
-                    : "a child group has the memory controller enabled");
+  if (!any) return Status::Ok();
+  return g.SetSubtreeMemory(!disable);
+}
+
+bool IsMemoryFile(std::string_view name) {
+  return name.substr(0, 7) == "memory.";
 }
 
 Status WriteLimit(Group& g, std::string_view text, WriteMode mode,
@@ -297,6 +299,10 @@ StatusOr<std::unique_ptr<MemoryFile>> MemoryFile::Open(Group& group,
   if (!group.online()) {
     return Status(StatusCode::kFailedPrecondition, "group was removed");
   }
+  // Without the controller a group has only the cgroup.* files.
+  if (IsMemoryFile(name) && !group.has_memory_controller()) {
+    return Status(StatusCode::kNotFound, "no such file: " + std::string(name));
+  }
   for (const Spec& spec : kFiles) {
     if (name != spec.name) continue;
     if (group.is_root() && !spec.on_root) break;
@@ -319,10 +325,17 @@ StatusOr<std::string> MemoryFile::Read() {
     return Status(StatusCode::kPermissionDenied, "file is write-only");
   }
   const std::string_view n = spec_->name;
+  // Opened before the parent's "-memory" removed it (kernfs: ENODEV).
+  if (IsMemoryFile(n) && !g.has_memory_controller()) {
+    return Status(StatusCode::kFailedPrecondition, "the file was removed");
+  }
   if (spec_->external) return internal::ExternalLimits::ReadFile(g, n);
   const PageCounter& m = g.memory();
-  if (n == "cgroup.controllers" || n == "cgroup.subtree_control") {
-    return std::string("memory\n");
+  if (n == "cgroup.controllers") {
+    return std::string(g.has_memory_controller() ? "memory\n" : "\n");
+  }
+  if (n == "cgroup.subtree_control") {
+    return std::string(g.subtree_memory() ? "memory\n" : "\n");
   }
   if (n == "cgroup.events") return CgroupEventsText(g);
   if (n == "cgroup.stat") return CgroupStatText(g);
@@ -356,8 +369,10 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
   }
   // kernfs: a write of zero bytes never reaches the file's handler.
   if (text.empty()) return Status::Ok();
+  // kernfs: atomic_write_len is PAGE_SIZE for cgroup files; a longer
+  // write is refused whole.
   if (text.size() > kMaxWriteBytes) {
-    return Invalid("a write is at most 4096 bytes");
+    return Status(StatusCode::kTooBig, "a write is at most 4096 bytes");
   }
   // kernfs hands the handler the bytes with a NUL appended and every
   // handler parses a C string, so the value ends at the first NUL and the
@@ -365,6 +380,9 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
   text = text.substr(0, text.find('\0'));
   if (!ValidText(text)) return Invalid("write must be UTF-8 text");
   const std::string_view n = spec_->name;
+  if (IsMemoryFile(n) && !g.has_memory_controller()) {
+    return Status(StatusCode::kFailedPrecondition, "the file was removed");
+  }
   if (spec_->external) {
     return internal::ExternalLimits::WriteFile(g, n, text,
                                                mode == WriteMode::kBlocking);
@@ -426,10 +444,12 @@ Status Group::WriteFile(std::string_view name, std::string_view text) {
 
 std::vector<std::string> Group::ListFiles() const {
   std::vector<std::string> names;
+  const bool memory = has_memory_controller();
   for (const MemoryFile::Spec& spec : kFiles) {
+    if (!memory && IsMemoryFile(spec.name)) continue;
     if (!is_root() || spec.on_root) names.emplace_back(spec.name);
   }
-  internal::ExternalLimits::AppendFileNames(*this, &names);
+  if (memory) internal::ExternalLimits::AppendFileNames(*this, &names);
   return names;
 }
 

@@ -173,40 +173,109 @@ constexpr BytesFamily kBytesFamilies[] = {
      &GroupSample::cluster_current},
 };
 
+// What one item of a keyed file is, which decides its family: Prometheus
+// wants one unit per family and counters typed as counters (cAdvisor's
+// and node_exporter's conventions).
+enum class ItemKind {
+  kBytes,   // a size: a ..._bytes gauge
+  kCount,   // an event count that only grows: a ..._total counter
+  kFlag,    // 0 or 1: a gauge of its own
+  kMillis,  // milliseconds: a ..._seconds gauge
+  kGauge,   // any other level (descendant counts, populated)
+};
+
+bool HasPrefix(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+bool HasSuffix(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+// memory.stat: the kernel's (and umemcg's built-in) event items are the
+// vm events and the workingset, THP and zswap counts; everything else is
+// bytes. A controller's snapshot also names its custom event items.
+ItemKind MemoryStatKind(std::string_view key, const MetricsSnapshot& s) {
+  for (const std::string& e : s.event_stat_items) {
+    if (e == key) return ItemKind::kCount;
+  }
+  static constexpr std::string_view kEventPrefixes[] = {
+      "pg",      "workingset_", "thp_",       "numa_",      "zswpin",
+      "zswpout", "zswpwb",      "swpin_zero", "swpout_zero"};
+  for (std::string_view p : kEventPrefixes) {
+    if (HasPrefix(key, p)) return ItemKind::kCount;
+  }
+  return ItemKind::kBytes;
+}
+
+// memory.cluster.stat (umemcg/cluster.h): sizes end in _bytes, times in
+// _ms, two flags; the rest are counts since the binding was made.
+ItemKind ClusterStatKind(std::string_view key, const MetricsSnapshot&) {
+  if (HasSuffix(key, "_bytes")) return ItemKind::kBytes;
+  if (HasSuffix(key, "_ms")) return ItemKind::kMillis;
+  if (key == "expired" || key == "connected") return ItemKind::kFlag;
+  return ItemKind::kCount;
+}
+
+ItemKind AnyKind(std::string_view, const MetricsSnapshot&) {
+  return ItemKind::kGauge;
+}
+ItemKind CountKind(std::string_view, const MetricsSnapshot&) {
+  return ItemKind::kCount;
+}
+
+// One family: the items of `field` whose kind is `kind`. Adding a family
+// is adding a row (docs/metrics.md lists them all).
 struct KeyedFamily {
   const char* name;
   const char* type;
   const char* help;
   const char* label;
   std::vector<std::pair<std::string, uint64_t>> GroupSample::*field;
+  ItemKind (*classify)(std::string_view key, const MetricsSnapshot& s);
+  ItemKind kind;
 };
 
 constexpr KeyedFamily kKeyedFamilies[] = {
     {"umemcg_memory_events_total", "counter",
      "Memory events of the group and its descendants (memory.events).", "event",
-     &GroupSample::events},
+     &GroupSample::events, CountKind, ItemKind::kCount},
     {"umemcg_memory_events_local_total", "counter",
      "Memory events raised on the group itself (memory.events.local).", "event",
-     &GroupSample::events_local},
-    {"umemcg_memory_stat", "gauge",
-     "memory.stat items of the group's subtree (bytes, or counts for event "
-     "items).",
-     "item", &GroupSample::stat},
-    {"umemcg_cluster_stat", "gauge",
-     "This node's lease on the bound cluster group (memory.cluster.stat: "
-     "bytes, flags and counters).",
-     "item", &GroupSample::cluster_stat},
+     &GroupSample::events_local, CountKind, ItemKind::kCount},
+    {"umemcg_memory_stat_bytes", "gauge",
+     "memory.stat size items of the group's subtree, in bytes.", "item",
+     &GroupSample::stat, MemoryStatKind, ItemKind::kBytes},
+    {"umemcg_memory_stat_events_total", "counter",
+     "memory.stat event items of the group's subtree (pgfault, workingset_*, "
+     "...).",
+     "item", &GroupSample::stat, MemoryStatKind, ItemKind::kCount},
+    {"umemcg_cluster_stat_bytes", "gauge",
+     "This node's lease on the bound cluster group, in bytes "
+     "(memory.cluster.stat: lease, usage, chunk, room).",
+     "item", &GroupSample::cluster_stat, ClusterStatKind, ItemKind::kBytes},
+    {"umemcg_cluster_stat_seconds", "gauge",
+     "Times of this node's lease on the bound cluster group, in seconds "
+     "(memory.cluster.stat's _ms items).",
+     "item", &GroupSample::cluster_stat, ClusterStatKind, ItemKind::kMillis},
+    {"umemcg_cluster_stat_flag", "gauge",
+     "Flags of this node's lease on the bound cluster group, 0 or 1 "
+     "(memory.cluster.stat: expired, connected).",
+     "item", &GroupSample::cluster_stat, ClusterStatKind, ItemKind::kFlag},
+    {"umemcg_cluster_stat_events_total", "counter",
+     "Counts of this node's lease operations on the bound cluster group "
+     "(memory.cluster.stat: grants, refusals, returns, ...).",
+     "item", &GroupSample::cluster_stat, ClusterStatKind, ItemKind::kCount},
     {"umemcg_cluster_events_total", "counter",
      "Refusals over the max of the bound cluster group or below, from all "
      "nodes (memory.cluster.events).",
-     "event", &GroupSample::cluster_events},
+     "event", &GroupSample::cluster_events, CountKind, ItemKind::kCount},
     {"umemcg_cgroup_events", "gauge",
      "cgroup.events of the group (populated: the subtree has memory charged "
      "in umemcg, a live task in the kernel; frozen).",
-     "event", &GroupSample::cgroup_events},
+     "event", &GroupSample::cgroup_events, AnyKind, ItemKind::kGauge},
     {"umemcg_cgroup_stat", "gauge",
      "cgroup.stat of the group (live and dying descendants).", "item",
-     &GroupSample::cgroup_stat},
+     &GroupSample::cgroup_stat, AnyKind, ItemKind::kGauge},
 };
 
 // memory.pressure: the stall totals as counters (seconds) and the
@@ -273,6 +342,24 @@ void AppendPressure(std::string& out, const MetricsSnapshot& snapshot) {
       }
     }
   }
+}
+
+// A _ms item's label value drops the unit ("expires_in").
+std::string_view LabelValue(std::string_view key, ItemKind kind) {
+  if (kind == ItemKind::kMillis && HasSuffix(key, "_ms")) {
+    key.remove_suffix(3);
+  }
+  return key;
+}
+
+void AppendMillisAsSeconds(std::string& out, uint64_t ms) {
+  out += ' ';
+  out += std::to_string(ms / 1000);
+  out += '.';
+  const std::string frac = std::to_string(ms % 1000);
+  out.append(3 - frac.size(), '0');
+  out += frac;
+  out += '\n';
 }
 
 const char* FlushModeName(StatsFlushMode mode) {
@@ -358,6 +445,14 @@ MetricsSnapshot CollectMetrics(Controller& controller,
   // The root always exists, so this cannot fail.
   MetricsSnapshot snapshot = CollectMetrics(*reader, "", options).value();
   snapshot.controller = controller.info();
+  // Custom event items cannot be told from their names.
+  for (size_t i = kNumBuiltinStatItems; i < controller.info().nr_stat_items;
+       ++i) {
+    const auto item = static_cast<StatItem>(i);
+    if (controller.StatItemUnit(item) == StatUnit::kEvents) {
+      snapshot.event_stat_items.emplace_back(controller.StatItemName(item));
+    }
+  }
   return snapshot;
 }
 
@@ -382,6 +477,7 @@ std::string FormatPrometheus(const MetricsSnapshot& snapshot) {
     bool any = false;
     for (const GroupSample& g : snapshot.groups) {
       for (const auto& [key, value] : g.*f.field) {
+        if (f.classify(key, snapshot) != f.kind) continue;
         if (!any) AppendHeader(out, f.name, f.type, f.help);
         any = true;
         out += f.name;
@@ -390,9 +486,13 @@ std::string FormatPrometheus(const MetricsSnapshot& snapshot) {
         out += ',';
         out += f.label;
         out += "=\"";
-        AppendEscaped(out, key);
+        AppendEscaped(out, LabelValue(key, f.kind));
         out += "\"}";
-        AppendValue(out, value);
+        if (f.kind == ItemKind::kMillis) {
+          AppendMillisAsSeconds(out, value);
+        } else {
+          AppendValue(out, value);
+        }
       }
     }
   }

@@ -48,6 +48,12 @@ Status FromErrno(int err, std::string_view what) {
     case EEXIST:
       code = StatusCode::kAlreadyExists;
       break;
+    case ENAMETOOLONG:
+      code = StatusCode::kNameTooLong;
+      break;
+    case E2BIG:
+      code = StatusCode::kTooBig;
+      break;
     case ENOMEM:
       code = StatusCode::kResourceExhausted;
       break;

@@ -565,7 +565,11 @@ TEST_F(ClusterTest, BoundGroupsHaveClusterFiles) {
       << text;
   EXPECT_NE(text.find("umemcg_cluster_max_bytes{group=\"g\"} 8388608\n"),
             std::string::npos);
-  EXPECT_NE(text.find("umemcg_cluster_stat{group=\"g\",item=\"lease_bytes\"}"),
+  EXPECT_NE(
+      text.find("umemcg_cluster_stat_bytes{group=\"g\",item=\"lease_bytes\"}"),
+      std::string::npos);
+  EXPECT_NE(text.find("umemcg_cluster_stat_events_total{group=\"g\","
+                      "item=\"grants\"}"),
             std::string::npos);
   EXPECT_NE(
       text.find("umemcg_cluster_events_total{group=\"g\",event=\"max\"} 0"),

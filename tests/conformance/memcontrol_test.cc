@@ -116,14 +116,17 @@ TEST(MemcontrolConformanceTest, SubtreeControl) {
   GroupRef child = t.Make("memcg_test_0/memcg_test_1");
   EXPECT_NE(child->ReadFile("cgroup.controllers").value().find("memory"),
             std::string::npos);
-  // The selftest's second half: without "+memory" on the parent, the
-  // kernel's child has no memory controller. A umemcg group always
-  // accounts memory, so the controller is enabled everywhere (a deliberate
-  // difference, docs/design.md).
+  // The selftest's second half, in full: "-memory" on a new parent (a
+  // no-op in the kernel, whose new groups start with nothing enabled; here
+  // accepted, as no child enables it), and its child has no memory
+  // controller: no "memory" in cgroup.controllers, no memory.* files.
   GroupRef parent2 = t.Make("memcg_test_1");
+  ASSERT_TRUE(parent2->WriteFile("cgroup.subtree_control", "-memory").ok());
   GroupRef child2 = t.Make("memcg_test_1/memcg_test_1");
-  EXPECT_EQ(child2->ReadFile("cgroup.controllers").value(), "memory\n");
-  EXPECT_EQ(parent2->ReadFile("cgroup.subtree_control").value(), "memory\n");
+  EXPECT_EQ(child2->ReadFile("cgroup.controllers").value().find("memory"),
+            std::string::npos);
+  EXPECT_EQ(parent2->ReadFile("cgroup.subtree_control").value(), "\n");
+  EXPECT_FALSE(child2->ReadFile("memory.current").ok());
 }
 
 }  // namespace

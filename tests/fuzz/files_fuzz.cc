@@ -11,7 +11,13 @@
 //   group byte: index into the groups made (removed ones included)
 //   for read/write: name byte (index into the known names, or an
 //   arbitrary name from the input when >= the count), then a length byte
-//   and that many text bytes.
+//   and that many text bytes; length 255 writes 4097 or more bytes (the
+//   text repeated), which must be refused with E2BIG.
+//   for create: name byte (a known file name when < the count, which must
+//   be refused with EEXIST where the parent has that file; else that many
+//   % 8 bytes of input, or 256 bytes when the byte is 255, which must be
+//   refused with ENAMETOOLONG); a name with '\n' must be refused with
+//   EINVAL. tests/fuzz/dict/files.dict holds the names and values.
 
 #include <cstddef>
 #include <cstdint>
@@ -92,8 +98,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::string name = which < kNumNames ? kNames[which]
                                              : std::string(in.Text(which % 24));
         const size_t len = in.Byte();
-        const std::string_view text = in.Text(len);
-        if (op == 0) {
+        std::string text(in.Text(len));
+        if (op == 0 && len == 255) {
+          // Past kernfs's atomic_write_len: E2BIG whatever the text.
+          const std::string unit = text.empty() ? std::string("1") : text;
+          while (text.size() <= 4096) text += unit;
+          const umemcg::Status s = g.WriteFile(name, text);
+          if (s.ok() || (s.code() != umemcg::StatusCode::kTooBig &&
+                         s.code() != umemcg::StatusCode::kNotFound &&
+                         s.code() != umemcg::StatusCode::kPermissionDenied &&
+                         s.code() != umemcg::StatusCode::kFailedPrecondition)) {
+            Fail("a write over 4096 bytes was not refused with E2BIG: " + name +
+                 " " + s.ToString());
+          }
+        } else if (op == 0) {
           (void)g.WriteFile(name, text);
         } else {
           umemcg::StatusOr<std::string> r = g.ReadFile(name);
@@ -114,7 +132,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2:
         if (groups.size() < 16 && g.online()) {
-          auto c = ctrl->CreateGroup(g, std::string(in.Text(in.Byte() % 8)));
+          const uint8_t which = in.Byte();
+          const std::string name =
+              which < kNumNames ? std::string(kNames[which])
+              : which == 255    ? std::string(256, 'n')
+                                : std::string(in.Text(which % 8));
+          bool is_file = false;
+          for (const std::string& f : g.ListFiles()) is_file |= f == name;
+          auto c = ctrl->CreateGroup(g, name);
+          const umemcg::StatusCode code = c.status().code();
+          if (is_file && code != umemcg::StatusCode::kAlreadyExists) {
+            Fail("a group named as a control file: " + name);
+          }
+          if (name.find('\n') != std::string::npos &&
+              code != umemcg::StatusCode::kInvalidArgument) {
+            Fail("a group name with a newline was not refused with EINVAL");
+          }
+          if (name.size() > 255 && code != umemcg::StatusCode::kNameTooLong) {
+            Fail("a 256-byte group name was not refused with ENAMETOOLONG");
+          }
           if (c.ok()) groups.push_back({c.value(), 0});
         }
         break;

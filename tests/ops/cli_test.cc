@@ -87,6 +87,69 @@ TEST_F(CliTest, TopOnceGolden) {
   EXPECT_EQ(headers, 2u);
 }
 
+// `umemcg top` on a real terminal: a tmux pane of a fixed size. No line
+// of the screen is wider than the pane, long paths are shortened, the rows
+// that do not fit are counted on the last line; after the pane is resized
+// (SIGWINCH) the same holds for the new size.
+TEST_F(CliTest, InteractiveTopFitsATmuxPaneAndFollowsResizes) {
+  if (Shell("tmux -V").status != 0) {
+    GTEST_SKIP() << "tmux is not installed (make test installs it)";
+  }
+  // 30 groups with long paths below the fixture's "web".
+  for (int i = 0; i < 30; ++i) {
+    const fs::path g = fs::path(fix_) / "web" /
+                       ("tenant-with-a-long-name-" + std::to_string(i)) /
+                       "queries" / ("query-" + std::to_string(i));
+    fs::create_directories(g);
+    WriteText(g / "memory.current", std::to_string((i + 1) * 4096) + "\n");
+    WriteText(g / "memory.max", "max\n");
+  }
+  const std::string sock = dir_.path() + "/tmux.sock";
+  const std::string tmux = "TERM=xterm tmux -S " + Quote(sock) + " ";
+  // Shows the pane once the table has been drawn (its "… N more" line).
+  auto capture = [&] {
+    return Shell(tmux + "capture-pane -p -t top 2>&1").out;
+  };
+  auto check = [&](size_t cols, size_t rows) {
+    std::string screen;
+    EXPECT_TRUE(WaitFor([&] {
+      screen = capture();
+      return screen.find("more") != std::string::npos &&
+             screen.find("GROUP") != std::string::npos;
+    })) << screen;
+    std::istringstream in(screen);
+    std::string line;
+    size_t lines = 0;
+    while (std::getline(in, line)) {
+      ++lines;
+      EXPECT_LE(cli::DisplayWidth(line), cols) << line;
+    }
+    EXPECT_LE(lines, rows) << screen;
+    EXPECT_NE(screen.find("\u2026/"), std::string::npos) << screen;
+    return screen;
+  };
+  Cmd c = Shell(tmux + "new-session -d -s top -x 60 -y 14 " +
+                Quote(kCli + " top -d 100 " + Quote(fix_)));
+  ASSERT_EQ(c.status, 0) << c.out;
+  check(60, 14);
+  c = Shell(tmux + "resize-window -t top -x 38 -y 9");
+  EXPECT_EQ(c.status, 0) << c.out;
+  // The redraw follows the resize: wait for a frame of the new width.
+  std::string screen;
+  EXPECT_TRUE(WaitFor([&] {
+    screen = capture();
+    std::istringstream in(screen);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (cli::DisplayWidth(line) > 38) return false;
+    }
+    return screen.find("more") != std::string::npos;
+  })) << screen;
+  check(38, 9);
+  Shell(tmux + "send-keys -t top q");
+  Shell(tmux + "kill-server");
+}
+
 TEST_F(CliTest, BatchTopStopsRightAwayOnSigint) {
   // A signal ends the wait for the next refresh (sleep_for would sleep on
   // for the rest of the minute).
@@ -214,10 +277,62 @@ TEST(CliTableTest, TopShowsEventDeltasSorted) {
   const std::string by_percent =
       cli::RenderTop(before, now, cli::TopOrder::kPercent, false, 1);
   EXPECT_EQ(by_percent.substr(by_percent.find('\n') + 1, 2), "c ");
-  EXPECT_EQ(std::count(by_percent.begin(), by_percent.end(), '\n'), 2);
+  EXPECT_EQ(std::count(by_percent.begin(), by_percent.end(), '\n'), 3);
+  EXPECT_TRUE(by_percent.ends_with("\n\u2026 2 more\n")) << by_percent;
   const std::string by_max =
       cli::RenderTop(before, now, cli::TopOrder::kMax, false);
   EXPECT_EQ(by_max.substr(by_max.find('\n') + 1, 2), "a ");
+}
+
+// systemd-cgtop's shortening: the middle of a path gives way first.
+TEST(CliTableTest, PathsAreShortenedInTheMiddle) {
+  EXPECT_EQ(cli::ShortenPath("a/b/c", 5), "a/b/c");
+  EXPECT_EQ(cli::ShortenPath("tenants/t1/queries/q42", 17),
+            "tenants/\u2026/q42");
+  EXPECT_EQ(cli::ShortenPath("tenants/t1/queries/q42", 21),
+            "tenants/\u2026/queries/q42");
+  EXPECT_EQ(cli::ShortenPath("tenants/t1/queries/q42", 8), "\u2026/q42");
+  EXPECT_EQ(cli::ShortenPath("averyveryverylongleafname", 9), "aver\u2026name");
+  EXPECT_EQ(cli::ShortenPath("abc", 1), "\u2026");
+  EXPECT_EQ(cli::ShortenPath("abc", 0), "");
+  for (size_t w = 0; w < 30; ++w) {
+    EXPECT_LE(cli::DisplayWidth(cli::ShortenPath("x/yy/zzz/wwww/leaf", w)), w)
+        << w;
+  }
+  EXPECT_EQ(cli::CutToWidth("\u2026abc", 2), "\u2026a");
+}
+
+// With a width, no line of the table is wider; without one (batch mode)
+// paths stay whole.
+TEST(CliTableTest, TopFitsTheWidthItIsGiven) {
+  MetricsSnapshot before, now;
+  for (int i = 0; i < 12; ++i) {
+    now.groups.push_back(MakeSample("tenants/tenant-number-" +
+                                        std::to_string(i) + "/queries/q" +
+                                        std::to_string(i),
+                                    uint64_t(i + 1) << 20, 64 << 20, 0));
+  }
+  for (size_t width : {20, 40, 79, 80, 120}) {
+    const std::string t =
+        cli::RenderTop(before, now, cli::TopOrder::kName, false, 5, width);
+    std::istringstream in(t);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      ++lines;
+      EXPECT_LE(cli::DisplayWidth(line), width) << width << ": " << line;
+    }
+    EXPECT_EQ(lines, 1 + 5 + 1) << t;  // header, rows, "… 7 more"
+    EXPECT_NE(t.find("\u2026 7 more"), std::string::npos) << t;
+  }
+  const std::string wide =
+      cli::RenderTop(before, now, cli::TopOrder::kName, false, 5, 79);
+  EXPECT_NE(wide.find("tenants/\u2026/queries/q0 "), std::string::npos) << wide;
+  const std::string batch =
+      cli::RenderTop(before, now, cli::TopOrder::kName, false);
+  EXPECT_NE(batch.find("tenants/tenant-number-11/queries/q11"),
+            std::string::npos);
+  EXPECT_EQ(batch.find("\u2026"), std::string::npos);
 }
 
 TEST(CliTableTest, SizesAndPercents) {

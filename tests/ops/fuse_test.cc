@@ -213,6 +213,33 @@ TEST_F(FuseMountTest, NonBlockingWritesDoNotReclaim) {
   a_->UnchargeDirect(a_->usage());
 }
 
+// The names and writes cgroupfs refuses, through the mount: a newline in a
+// name is EINVAL (cgroup_mkdir), a control file's name EEXIST, a name past
+// NAME_MAX the VFS's ENAMETOOLONG, a write over one page E2BIG (kernfs's
+// atomic_write_len).
+TEST_F(FuseMountTest, NamesAndWritesTheKernelRefuses) {
+  EXPECT_EQ(::mkdir(P("a/x\ny").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_FALSE(ctrl_->Lookup("a/x\ny").ok());
+  for (const char* f : {"a/memory.stat", "a/cgroup.stat", "a/memory.peak"}) {
+    EXPECT_EQ(::mkdir(P(f).c_str(), 0755), -1) << f;
+    EXPECT_EQ(errno, EEXIST) << f;
+  }
+  EXPECT_EQ(::mkdir(P("a/" + std::string(256, 'n')).c_str(), 0755), -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+  ASSERT_EQ(::mkdir(P("a/" + std::string(255, 'n')).c_str(), 0755), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(::rmdir(P("a/" + std::string(255, 'n')).c_str()), 0);
+  const int fd = ::open(P("a/memory.max").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const std::string big(5000, '1');
+  EXPECT_EQ(::write(fd, big.data(), big.size()), -1);
+  EXPECT_EQ(errno, E2BIG);
+  EXPECT_EQ(::write(fd, "8M", 2), 2);
+  ::close(fd);
+  EXPECT_EQ(a_->memory().max(), Pages(2048));
+}
+
 TEST_F(FuseMountTest, MkdirAndRmdirCreateAndRemoveGroups) {
   Cmd c = Sh("mkdir a/q && mkdir a/q/r");
   ASSERT_EQ(c.status, 0) << c.out;

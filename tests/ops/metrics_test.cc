@@ -100,9 +100,18 @@ class MetricsTest : public ::testing::Test {
     EXPECT_EQ(m.at("umemcg_memory_peak_bytes{group=\"a/b\"}"), "20480");
     EXPECT_EQ(m.at("umemcg_memory_events_total{group=\"a\",event=\"max\"}"),
               "0");
-    EXPECT_EQ(m.at("umemcg_memory_stat{group=\"a/b\",item=\"anon\"}"), "20480");
+    EXPECT_EQ(m.at("umemcg_memory_stat_bytes{group=\"a/b\",item=\"anon\"}"),
+              "20480");
     EXPECT_EQ(m.count("umemcg_memory_current_bytes{group=\"/\"}"), 0u);
-    EXPECT_EQ(m.count("umemcg_memory_stat{group=\"/\",item=\"anon\"}"), 1u);
+    EXPECT_EQ(m.count("umemcg_memory_stat_bytes{group=\"/\",item=\"anon\"}"),
+              1u);
+    // Event items are counters, never bytes.
+    EXPECT_EQ(m.count("umemcg_memory_stat_events_total{group=\"a/b\","
+                      "item=\"pgfault\"}"),
+              1u);
+    EXPECT_EQ(m.count("umemcg_memory_stat_bytes{group=\"a/b\","
+                      "item=\"pgfault\"}"),
+              0u);
     EXPECT_EQ(m.at("umemcg_controller_batch_pages"), "1");
     EXPECT_EQ(m.at("umemcg_controller_cpus"), "2");
     EXPECT_EQ(m.count("umemcg_controller_info{batch=\"1\",cpus=\"2\","
@@ -169,7 +178,7 @@ TEST(MetricsParseTest, ForDirectorySaysWhyItCannotOpen) {
 TEST(MetricsFormatTest, TextExpositionGolden) {
   MetricsSnapshot s;
   GroupSample root;
-  root.stat = {{"anon", 8192}};
+  root.stat = {{"anon", 8192}, {"pgfault", 3}, {"workingset_refault_anon", 1}};
   GroupSample a;
   a.path = "a\"q\\";
   a.depth = 1;
@@ -204,10 +213,16 @@ TEST(MetricsFormatTest, TextExpositionGolden) {
       "# TYPE umemcg_memory_events_total counter\n"
       "umemcg_memory_events_total{group=\"a\\\"q\\\\\",event=\"low\"} 0\n"
       "umemcg_memory_events_total{group=\"a\\\"q\\\\\",event=\"max\"} 2\n"
-      "# HELP umemcg_memory_stat memory.stat items of the group's subtree "
-      "(bytes, or counts for event items).\n"
-      "# TYPE umemcg_memory_stat gauge\n"
-      "umemcg_memory_stat{group=\"/\",item=\"anon\"} 8192\n"
+      "# HELP umemcg_memory_stat_bytes memory.stat size items of the group's "
+      "subtree, in bytes.\n"
+      "# TYPE umemcg_memory_stat_bytes gauge\n"
+      "umemcg_memory_stat_bytes{group=\"/\",item=\"anon\"} 8192\n"
+      "# HELP umemcg_memory_stat_events_total memory.stat event items of the "
+      "group's subtree (pgfault, workingset_*, ...).\n"
+      "# TYPE umemcg_memory_stat_events_total counter\n"
+      "umemcg_memory_stat_events_total{group=\"/\",item=\"pgfault\"} 3\n"
+      "umemcg_memory_stat_events_total{group=\"/\",item=\"workingset_"
+      "refault_anon\"} 1\n"
       "# HELP umemcg_controller_info The controller's settings as labels "
       "(value 1).\n"
       "# TYPE umemcg_controller_info gauge\n"
@@ -437,6 +452,116 @@ TEST_F(MetricsTest, StopsWhenTheControllerIsDestroyed) {
   EXPECT_EQ(ConnectLoopback(port), -1);  // nothing listens any more
   server->Stop();                        // harmless afterwards
   server.reset();
+}
+
+// The exposition as Prometheus's own linter sees it: `promtool check
+// metrics` on a real scrape (over loopback, of a tree with every kind of
+// family: limits, events, memory.stat sizes and event items, a custom
+// event item, cgroup files), with no warning at all; and every family
+// named ..._total is typed counter, every counter named ..._total.
+TEST(MetricsPromtoolTest, ARealScrapePassesPromtoolWithNoWarning) {
+  if (Shell("promtool --version").status != 0) {
+    GTEST_SKIP() << "promtool is not installed (Debian package prometheus; "
+                    "make test installs it)";
+  }
+  ControllerOptions options;
+  options.cpu_source = CpuSource::kFake;
+  options.nr_cpus = 2;
+  options.custom_stat_items = {{"requests_served", StatUnit::kEvents},
+                               {"cache_bytes", StatUnit::kBytes}};
+  auto ctrl = Controller::Create(options).value();
+  GroupRef a = ctrl->CreateGroup(ctrl->root(), "a").value();
+  GroupRef b = ctrl->CreateGroup(*a, "b").value();
+  ASSERT_TRUE(a->SetMax(Pages(100)).ok());
+  ASSERT_TRUE(b->TryCharge(Pages(5), kChargeDefault, StatItem::kAnon).ok());
+  ASSERT_FALSE(b->TryCharge(Pages(500), ChargeFlags::kNone).ok());  // events
+  ASSERT_TRUE(b->CountEvent(StatItem::kPgfault, 7));
+  const auto custom = static_cast<StatItem>(kNumBuiltinStatItems);
+  ASSERT_TRUE(b->CountEvent(custom, 2));
+  ctrl->root().FlushStats();  // memory.stat is lazy; show the exact values
+  auto server = ServeMetrics(*ctrl, "127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("http://" + server.value()->address());
+  client.set_read_timeout(kPatience);
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  const std::string& body = res->body;
+  b->Uncharge(Pages(5), StatItem::kAnon);
+
+  TempDir dir;
+  const std::string file = dir.path() + "/scrape.prom";
+  WriteText(file, body);
+  // promtool prints lint problems and exits non-zero on any.
+  Cmd c = Shell("promtool check metrics < " + Quote(file) + " 2>&1");
+  EXPECT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(c.out, "") << c.out;
+
+  // TYPE lines: _total <=> counter.
+  std::istringstream in(body);
+  std::string line;
+  int counters = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream words(line.substr(7));
+    std::string name, type;
+    words >> name >> type;
+    const bool total =
+        name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+    EXPECT_EQ(total, type == "counter") << line;
+    counters += type == "counter" ? 1 : 0;
+  }
+  EXPECT_GE(counters, 3);
+  const auto m = ParseExposition(body);
+  EXPECT_EQ(m.at("umemcg_memory_stat_events_total{group=\"a/b\","
+                 "item=\"requests_served\"}"),
+            "2");
+  EXPECT_EQ(m.count("umemcg_memory_stat_bytes{group=\"a/b\","
+                    "item=\"cache_bytes\"}"),
+            1u);
+  EXPECT_EQ(m.at("umemcg_memory_stat_events_total{group=\"a/b\","
+                 "item=\"pgfault\"}"),
+            "7");
+
+  // The cluster families (a binding needs Redis: a snapshot with the
+  // file's items, in the file's order, stands in for it).
+  MetricsSnapshot s;
+  GroupSample g;
+  g.path = "g";
+  g.cluster_group = "tenants/a";
+  g.cluster_max = 8 << 20;
+  g.cluster_current = 1 << 20;
+  g.cluster_stat = {{"lease_bytes", 262144},  {"usage_bytes", 4096},
+                    {"chunk_bytes", 262144},  {"room_bytes", 0},
+                    {"expires_in_ms", 29500}, {"expired", 0},
+                    {"connected", 1},         {"grants", 3},
+                    {"refusals", 0},          {"returns", 1},
+                    {"renewals", 2},          {"unavailable", 0},
+                    {"lease_lost", 0},        {"forced", 0},
+                    {"redis_commands", 9}};
+  g.cluster_events = {{"max", 0}};
+  s.groups = {g};
+  const std::string cluster = FormatPrometheus(s);
+  WriteText(file, cluster);
+  c = Shell("promtool check metrics < " + Quote(file) + " 2>&1");
+  EXPECT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(c.out, "") << c.out;
+  const auto cm = ParseExposition(cluster);
+  EXPECT_EQ(
+      cm.at("umemcg_cluster_stat_bytes{group=\"g\",item=\"lease_bytes\"}"),
+      "262144");
+  EXPECT_EQ(
+      cm.at("umemcg_cluster_stat_seconds{group=\"g\",item=\"expires_in\"}"),
+      "29.500");
+  EXPECT_EQ(cm.at("umemcg_cluster_stat_flag{group=\"g\",item=\"connected\"}"),
+            "1");
+  EXPECT_EQ(cm.at("umemcg_cluster_stat_events_total{group=\"g\","
+                  "item=\"redis_commands\"}"),
+            "9");
+  EXPECT_EQ(cm.count("umemcg_cluster_stat_bytes{group=\"g\",item=\"grants\"}"),
+            0u);
+  EXPECT_NE(cluster.find("# TYPE umemcg_cluster_stat_events_total counter\n"),
+            std::string::npos);
 }
 
 }  // namespace

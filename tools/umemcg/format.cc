@@ -9,18 +9,75 @@ namespace umemcg::cli {
 namespace {
 
 // Characters in UTF-8 text: every byte that is not a continuation byte.
-size_t DisplayWidth(std::string_view s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
-  }));
-}
-
 std::string_view LastComponent(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
+
+size_t DisplayWidth(std::string_view s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  }));
+}
+
+std::string CutToWidth(std::string_view line, size_t width) {
+  size_t cols = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xc0) != 0x80) {
+      if (cols == width) return std::string(line.substr(0, i));
+      ++cols;
+    }
+  }
+  return std::string(line);
+}
+
+namespace {
+
+// The last `width` columns of `s` (whole UTF-8 characters).
+std::string_view Tail(std::string_view s, size_t width) {
+  size_t cols = 0;
+  for (size_t i = s.size(); i > 0; --i) {
+    if ((static_cast<unsigned char>(s[i - 1]) & 0xc0) != 0x80) {
+      if (cols == width) return s.substr(i);
+      ++cols;
+    }
+  }
+  return s;
+}
+
+constexpr std::string_view kEllipsis = "\u2026";  // one column
+
+}  // namespace
+
+std::string ShortenPath(std::string_view path, size_t width) {
+  if (DisplayWidth(path) <= width) return std::string(path);
+  if (width == 0) return "";
+  const size_t first_end = path.find('/');
+  if (first_end != std::string_view::npos) {
+    // "first/…" followed by the longest run of last components that fits.
+    const std::string head = std::string(path.substr(0, first_end + 1));
+    std::string best;
+    for (size_t slash = path.rfind('/');
+         slash != std::string_view::npos && slash > first_end;
+         slash = path.rfind('/', slash - 1)) {
+      std::string candidate =
+          head + std::string(kEllipsis) + std::string(path.substr(slash));
+      if (DisplayWidth(candidate) > width) break;
+      best = std::move(candidate);
+    }
+    if (!best.empty()) return best;
+    const std::string_view leaf = path.substr(path.rfind('/'));
+    std::string candidate = std::string(kEllipsis) + std::string(leaf);
+    if (DisplayWidth(candidate) <= width) return candidate;
+  }
+  // The middle of the text itself gives way.
+  const size_t keep = width - 1;
+  const size_t head_cols = (keep + 1) / 2;
+  return CutToWidth(path, head_cols) + std::string(kEllipsis) +
+         std::string(Tail(path, keep - head_cols));
+}
 
 std::string FormatSize(std::optional<uint64_t> bytes, bool raw) {
   if (!bytes) return "-";

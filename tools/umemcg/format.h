@@ -27,6 +27,17 @@ std::string FormatSize(std::optional<uint64_t> bytes, bool raw);
 std::string FormatPercent(std::optional<uint64_t> current,
                           std::optional<uint64_t> max);
 
+// Terminal columns `s` takes: its UTF-8 characters (every character is
+// taken as one column; the tool prints no wide ones).
+size_t DisplayWidth(std::string_view s);
+// `path` made to fit `width` columns by shortening it in the middle, as
+// systemd-cgtop does: the first component, "…", then as many of the last
+// components as fit ("a/…/d/leaf"); else "…/leaf"; else the text with its
+// middle replaced by "…". Unchanged when it fits.
+std::string ShortenPath(std::string_view path, size_t width);
+// The first `width` columns of `line` (whole UTF-8 characters).
+std::string CutToWidth(std::string_view line, size_t width);
+
 // Box-drawing prefixes for each group of a pre-order snapshot ("├─ ",
 // "│  └─ ", ...), followed by the group's name (the top: its path, "/" for
 // the root).

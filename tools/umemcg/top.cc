@@ -37,8 +37,53 @@ uint64_t EventValue(const GroupSample& g, std::string_view key) {
   return 0;
 }
 
+// The columns after GROUP, in order: a header and the cell of a row. A
+// column is one row here.
+struct Column {
+  const char* header;
+  std::string (*cell)(const Row& r, bool raw);
+};
+
+template <size_t K>
+std::string EventDelta(const Row& r, bool) {
+  return std::to_string(r.delta[K]);
+}
+
+// memory.pressure's some avg10 (percent of the last 10 s a charger of the
+// group was stalled), "-" without the file.
+std::string FormatPressure10(const GroupSample& g) {
+  if (!g.pressure) return "-";
+  const uint64_t c = g.pressure->some.avg10;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llu.%02llu",
+                static_cast<unsigned long long>(c / 100),
+                static_cast<unsigned long long>(c % 100));
+  return buf;
+}
+
+constexpr Column kColumns[] = {
+    {"CURRENT",
+     [](const Row& r, bool raw) { return FormatSize(r.group->current, raw); }},
+    {"HIGH",
+     [](const Row& r, bool raw) { return FormatSize(r.group->high, raw); }},
+    {"MAX",
+     [](const Row& r, bool raw) { return FormatSize(r.group->max, raw); }},
+    {"%MAX",
+     [](const Row& r, bool) {
+       return FormatPercent(r.group->current, r.group->max);
+     }},
+    {"SOME10", [](const Row& r, bool) { return FormatPressure10(*r.group); }},
+    {"+LOW", EventDelta<0>},
+    {"+HIGH", EventDelta<1>},
+    {"+MAX", EventDelta<2>},
+    {"+OOM", EventDelta<3>},
+    {"+KILL", EventDelta<4>},
+};
+
 volatile sig_atomic_t g_interrupted = 0;
 void OnSignal(int) { g_interrupted = 1; }
+volatile sig_atomic_t g_resized = 0;
+void OnResize(int) { g_resized = 1; }
 
 // Raw keyboard input while top runs on a terminal; restored on scope exit.
 class RawTerminal {
@@ -61,12 +106,19 @@ class RawTerminal {
   bool active_ = false;
 };
 
-size_t TerminalRows() {
+// The terminal's size (24 x 80 when it does not say).
+struct TerminalSize {
+  size_t rows = 24;
+  size_t cols = 80;
+};
+TerminalSize ReadTerminalSize() {
+  TerminalSize size;
   winsize ws{};
-  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
-    return ws.ws_row;
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+    if (ws.ws_row > 0) size.rows = ws.ws_row;
+    if (ws.ws_col > 0) size.cols = ws.ws_col;
   }
-  return 24;
+  return size;
 }
 
 StatusOr<MetricsSnapshot> Sample(Target& target) {
@@ -100,24 +152,8 @@ const char* TopOrderName(TopOrder order) {
   return "?";
 }
 
-namespace {
-
-// memory.pressure's some avg10 (percent of the last 10 s a charger of the
-// group was stalled), "-" without the file.
-std::string FormatPressure10(const GroupSample& g) {
-  if (!g.pressure) return "-";
-  const uint64_t c = g.pressure->some.avg10;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%llu.%02llu",
-                static_cast<unsigned long long>(c / 100),
-                static_cast<unsigned long long>(c % 100));
-  return buf;
-}
-
-}  // namespace
-
 std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
-                      TopOrder order, bool raw, size_t max_rows) {
+                      TopOrder order, bool raw, size_t max_rows, size_t width) {
   std::map<std::string_view, const GroupSample*> previous;
   for (const GroupSample& g : before.groups) previous[g.path] = &g;
   std::vector<Row> rows;
@@ -160,18 +196,66 @@ std::string RenderTop(const MetricsSnapshot& before, const MetricsSnapshot& now,
     if (va != vb) return va > vb;
     return a.group->path < b.group->path;
   });
-  Table table({"GROUP", "CURRENT", "HIGH", "MAX", "%MAX", "SOME10", "+LOW",
-               "+HIGH", "+MAX", "+OOM", "+KILL"});
-  for (const Row& r : rows) {
-    const GroupSample& g = *r.group;
-    std::vector<std::string> cells{
-        g.path.empty() ? "/" : g.path,   FormatSize(g.current, raw),
-        FormatSize(g.high, raw),         FormatSize(g.max, raw),
-        FormatPercent(g.current, g.max), FormatPressure10(g)};
-    for (const uint64_t d : r.delta) cells.push_back(std::to_string(d));
-    table.AddRow(std::move(cells));
+  // Rows that fit; the last line then says how many did not.
+  const size_t shown = std::min(rows.size(), max_rows);
+  std::vector<std::vector<std::string>> cells(shown);
+  std::vector<size_t> col_width(std::size(kColumns));
+  for (size_t c = 0; c < std::size(kColumns); ++c) {
+    col_width[c] = DisplayWidth(kColumns[c].header);
   }
-  return table.Render(max_rows);
+  for (size_t i = 0; i < shown; ++i) {
+    for (size_t c = 0; c < std::size(kColumns); ++c) {
+      cells[i].push_back(kColumns[c].cell(rows[i], raw));
+      col_width[c] = std::max(col_width[c], DisplayWidth(cells[i].back()));
+    }
+  }
+  // GROUP gets what the other columns (two spaces before each) leave, but
+  // at least kMinPathWidth, its longest path or half the width, whichever is
+  // least: on a narrow terminal the
+  // rightmost columns go first, whole, so that paths stay readable.
+  constexpr size_t kMinPathWidth = 24;
+  size_t longest = DisplayWidth("GROUP");
+  for (size_t i = 0; i < shown; ++i) {
+    longest = std::max(longest, DisplayWidth(rows[i].group->path));
+  }
+  size_t ncols = std::size(kColumns);
+  size_t others = 0;
+  for (const size_t w : col_width) others += 2 + w;
+  size_t path_width = SIZE_MAX;
+  if (width != SIZE_MAX) {
+    const size_t min_path = std::min(
+        {longest, kMinPathWidth, std::max(width / 2, DisplayWidth("GROUP"))});
+    while (ncols > 1 && others + min_path > width) {
+      --ncols;
+      others -= 2 + col_width[ncols];
+    }
+    path_width = std::max(width > others ? width - others : 0, min_path);
+  }
+  std::vector<std::string> header{"GROUP"};
+  for (size_t c = 0; c < ncols; ++c) header.emplace_back(kColumns[c].header);
+  Table table(std::move(header));
+  for (size_t i = 0; i < shown; ++i) {
+    const std::string& path = rows[i].group->path;
+    cells[i].resize(ncols);
+    cells[i].insert(cells[i].begin(),
+                    ShortenPath(path.empty() ? "/" : path, path_width));
+    table.AddRow(std::move(cells[i]));
+  }
+  std::string out = table.Render();
+  if (shown < rows.size()) {
+    out += "\u2026 " + std::to_string(rows.size() - shown) + " more\n";
+  }
+  if (width == SIZE_MAX) return out;
+  // Narrower than the columns themselves: every line is cut at the edge.
+  std::string fitted;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    const size_t nl = out.find('\n', pos);
+    fitted += CutToWidth(std::string_view(out).substr(pos, nl - pos), width);
+    fitted += '\n';
+    pos = nl + 1;
+  }
+  return fitted;
 }
 
 namespace {
@@ -222,25 +306,36 @@ int RunInteractive(Target& target, const TopOptions& options,
                    MetricsSnapshot previous) {
   RawTerminal terminal;  // restored on every return below
   TopOrder order = options.order;
+  // Read at start and again after each SIGWINCH (which also ends the
+  // wait below, so the frame is redrawn for the new size at once).
+  TerminalSize size = ReadTerminalSize();
+  std::optional<MetricsSnapshot> now = SampleOrReport(target);
+  if (!now) return 1;
   while (!g_interrupted) {
-    std::optional<MetricsSnapshot> now = SampleOrReport(target);
-    if (!now) return 1;
-    const size_t rows = TerminalRows();
+    if (g_resized) {
+      g_resized = 0;
+      size = ReadTerminalSize();
+    }
     char title[160];
     std::snprintf(title, sizeof(title),
                   "umemcg top: %zu groups, every %.1f s, order %s "
-                  "(keys c m p e n, q quits)\n",
+                  "(keys c m p e n, q quits)",
                   now->groups.size(),
                   static_cast<double>(options.delay.count()) / 1000,
                   TopOrderName(order));
     std::string frame = "\x1b[H\x1b[2J";  // home, clear screen
-    frame += title;
-    frame +=
-        RenderTop(previous, *now, order, options.raw, rows > 3 ? rows - 3 : 1);
+    frame += CutToWidth(title, size.cols);
+    frame += '\n';
+    // Title, header and the "… N more" line take three rows; the last
+    // line ends without a newline, so the screen never scrolls.
+    std::string table = RenderTop(previous, *now, order, options.raw,
+                                  size.rows > 3 ? size.rows - 3 : 1, size.cols);
+    if (!table.empty() && table.back() == '\n') table.pop_back();
+    frame += table;
     std::fputs(frame.c_str(), stdout);
     std::fflush(stdout);
-    previous = std::move(*now);
-    // Wait for the next refresh, answering keys meanwhile.
+    // Wait for the next refresh, answering keys meanwhile; a resize
+    // redraws the same sample at once.
     pollfd in{STDIN_FILENO, POLLIN, 0};
     const int ready = poll(&in, terminal.active() ? 1 : 0,
                            static_cast<int>(options.delay.count()));
@@ -249,7 +344,12 @@ int RunInteractive(Target& target, const TopOptions& options,
         read(STDIN_FILENO, &key, 1) == 1) {
       if (key == 'q') return 0;
       order = OrderForKey(key).value_or(order);
+      continue;
     }
+    if (ready < 0 && g_resized) continue;
+    previous = std::move(*now);
+    now = SampleOrReport(target);
+    if (!now) return 1;
   }
   return 0;
 }
@@ -286,6 +386,11 @@ int RunTop(Target& target, const TopOptions& options) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   if (!options.batch && isatty(STDOUT_FILENO)) {
+    // No SA_RESTART: the wait for input returns on a resize.
+    struct sigaction sa {};
+    sa.sa_handler = OnResize;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGWINCH, &sa, nullptr);
     return RunInteractive(target, options, std::move(*before));
   }
   return RunBatch(target, options, std::move(*before));
