@@ -415,6 +415,7 @@ void Init() {
   // Enforcing: reclaim and drain the stocks first, fail instead of
   // forcing. Otherwise never block and charge past max (counted as
   // memory.events "max"). Neither sleeps for memory.high inside malloc.
+  g_enforce = rt->enforce;
   g_charge_flags = rt->enforce
                        ? ChargeFlags::kMayReclaim | ChargeFlags::kNoThrottle
                        : kChargeAtomic | ChargeFlags::kNoThrottle;

@@ -74,7 +74,8 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   if (__builtin_expect(tls_state.in_hook == 0, 1)) {
     return real(thread, attr, fn, arg);
   }
-  auto* start = static_cast<InternalStart*>(__libc_malloc(sizeof(InternalStart)));
+  auto* start =
+      static_cast<InternalStart*>(__libc_malloc(sizeof(InternalStart)));
   if (start == nullptr) return EAGAIN;
   start->fn = fn;
   start->arg = arg;

@@ -597,6 +597,49 @@ TEST_F(PreloadTest, MappingsAreChargedToTheThreadsGroup) {
   EXPECT_EQ(ReadFile("maps", "memory.current"), "0\n");
 }
 
+// Allocations the system refuses are never charged (issue: a refused
+// 32 TiB bytearray left peak_pages at 8589935358 and, not enforcing, a max
+// event): not the peak, not memory.peak, not memory.events. Runs in both
+// ctest entries (not enforcing, and UMEMCG_ENFORCE=1 UMEMCG_MAX=64M).
+TEST_F(PreloadTest, AllocationsTheSystemRefusesRaiseNoPeakAndNoEvent) {
+  constexpr size_t kHuge = size_t{1} << 45;  // 32 TiB
+  const bool enforce = Stats().enforce != 0;
+  char* small = static_cast<char*>(malloc(100));
+  char* m = static_cast<char*>(mmap(nullptr, 1 << 20, kRw, kAnon, -1, 0));
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(m, MAP_FAILED);
+  // The peak 8 MiB above usage, so that the test's own small allocations
+  // (a stock refill charges a batch) stay under it.
+  free(Escape(malloc(8 << 20)));
+  (void)api().sync();
+  const std::string peak = ReadFile("", "memory.peak");
+  const int64_t max_events = Key(ReadFile("", "memory.events"), "max");
+  const int64_t live = Live();
+  errno = 0;
+  EXPECT_EQ(Escape(malloc(kHuge)), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(Escape(calloc(1, kHuge)), nullptr);
+  EXPECT_EQ(Escape(aligned_alloc(4096, kHuge)), nullptr);
+  void* p = nullptr;
+  EXPECT_EQ(posix_memalign(&p, 64, kHuge), ENOMEM);
+  EXPECT_EQ(posix_memalign(&p, 1 << 20, kHuge), ENOMEM);
+  EXPECT_THROW(delete[] Escape(new char[kHuge]), std::bad_alloc);
+  errno = 0;
+  EXPECT_EQ(mmap(nullptr, kHuge, kRw, kAnon, -1, 0), MAP_FAILED);
+  EXPECT_EQ(errno, ENOMEM);
+  // Not enforcing, a growth is charged after glibc / the kernel answered.
+  if (!enforce) {
+    EXPECT_EQ(realloc(small, kHuge), nullptr);
+    EXPECT_EQ(mremap(m, 1 << 20, kHuge, MREMAP_MAYMOVE), MAP_FAILED);
+  }
+  (void)api().sync();
+  EXPECT_EQ(ReadFile("", "memory.peak"), peak);
+  EXPECT_EQ(Key(ReadFile("", "memory.events"), "max"), max_events);
+  EXPECT_EQ(Live(), live);
+  free(small);
+  EXPECT_EQ(munmap(m, 1 << 20), 0);
+}
+
 // ---- UMEMCG_ENFORCE=1 UMEMCG_MAX=64M (a separate ctest entry) ----
 
 class PreloadEnforceTest : public PreloadTest {

@@ -38,8 +38,8 @@ Module Load() {
   Module m;
   m.handle = dlopen(TWO_COPIES_MODULE, RTLD_NOW | RTLD_LOCAL);
   if (m.handle == nullptr) return m;
-  m.work = reinterpret_cast<two_copies_work_fn>(
-      dlsym(m.handle, "two_copies_work"));
+  m.work =
+      reinterpret_cast<two_copies_work_fn>(dlsym(m.handle, "two_copies_work"));
   m.create = reinterpret_cast<two_copies_create_fn>(
       dlsym(m.handle, "two_copies_create"));
   return m;
