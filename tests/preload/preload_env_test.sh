@@ -143,6 +143,26 @@ first_open='import os; print(os.open("/dev/null", os.O_RDONLY))'
 want=$("$PY" -c "$first_open")
 first=$(UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" "$PY" -c "$first_open" 2>/dev/null)
 [[ "$first" == "$want" ]] || fail "the first open() returned $first, not $want"
+# The duplicate takes no number a script may use (issue: it sat at fd 100,
+# so bash's `exec 100>f; echo x >&100` wrote to stderr and left f empty):
+# the script's file gets its line, and the preloaded process's own
+# descriptors are its usual ones plus one at the top of its soft
+# RLIMIT_NOFILE (at most 1023).
+rm -f "$WORK/fd100"
+UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c \
+  "exec 100>'$WORK/fd100'; echo x >&100; exec 7>'$WORK/fd7'; echo y >&7" \
+  2>"$WORK/err"
+[[ "$(cat "$WORK/fd100" 2>/dev/null)" == x ]] ||
+  fail "exec 100>f; echo x >&100 left f '$(cat "$WORK/fd100" 2>&1)' (stderr: $(cat "$WORK/err"))"
+[[ "$(cat "$WORK/fd7" 2>/dev/null)" == y ]] || fail "exec 7>f: f is not 'y'"
+grep -q "^umemcg-preload: pid=" "$WORK/err" || fail "no report after exec 100>f"
+own_fds='ls /proc/$$/fd | sort -n | tr "\n" " "'
+plain=$(bash -c "$own_fds" 2>/dev/null)
+preloaded=$(UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c "$own_fds" 2>/dev/null)
+top=$(($(ulimit -n) < 1024 ? $(ulimit -n) - 1 : 1023))
+[[ "$preloaded" == "$plain$top " ]] ||
+  fail "the preloaded bash holds descriptors '$preloaded', not '$plain$top '"
+echo "descriptors: plain '$plain', preloaded '$preloaded'"
 # A forked child (no exec) reports itself, with its own pid.
 UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" "$PY" -c '
 import os, sys
