@@ -200,25 +200,46 @@ int Unmap(void* addr, size_t len) {
 // mprotect / pkey_mprotect: making reserved pages writable charges them.
 // Taking write away charges nothing back (the kernel keeps VM_ACCOUNT:
 // the pages still hold their contents).
+//
+// The kernel applies mprotect one VMA at a time in address order and stops
+// at the first it cannot change (a hole: ENOMEM), leaving those before it
+// changed. So that exactly what changed is charged, a range holding
+// reserved pages is applied piece by piece, split where reserved pieces of
+// the table begin and end (usually one piece, one call), in address order,
+// stopping at the first failure as the kernel would: the pieces before it
+// changed, the rest did not.
 template <class Syscall>
 int Protect(void* addr, size_t len, int prot, Syscall&& call) {
   RangeTable* t = Table();
-  if (t == nullptr || (prot & PROT_WRITE) == 0) return call();
+  if (t == nullptr || (prot & PROT_WRITE) == 0) return call(addr, len);
   const auto start = reinterpret_cast<uintptr_t>(addr);
   const uintptr_t end = start + PageAlign(len);
   MapLock lock;
   const uint64_t reserved = t->ReservedPages(start, end);
   GroupRef owner = reserved > 0 ? OwnerGroup() : GroupRef();
-  if (!owner) return call();
-  if (!ChargePages(*owner, reserved, g_charge_flags)) {
+  if (!owner) return call(addr, len);
+  // Enforcing: charged first (refused, nothing changes). Else charged for
+  // what the kernel changed, after.
+  if (g_enforce && !ChargePages(*owner, reserved, g_charge_flags)) {
     errno = ENOMEM;
     return -1;
   }
-  const int r = call();
-  if (r != 0) {
-    UnchargePages(*owner, reserved);
+  uintptr_t at = start;
+  uint64_t changed = 0;
+  int r = 0;
+  while (at < end) {
+    const uintptr_t next = t->NextReservedBoundary(at, end);
+    r = call(reinterpret_cast<void*>(at), next - at);
+    if (r != 0) break;
+    changed += t->ReservedPages(at, next);
+    at = next;
+  }
+  if (at > start) t->ChargeReserved(start, at, owner);
+  // Under HookGuard: errno stays the failed call's.
+  if (g_enforce) {
+    UnchargePages(*owner, reserved - changed);
   } else {
-    t->ChargeReserved(start, end, owner);
+    (void)ChargePages(*owner, changed, kSettleFlags);
   }
   return r;
 }
@@ -374,14 +395,14 @@ void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off)
 int munmap(void* addr, size_t len) { return umemcg::preload::Unmap(addr, len); }
 
 int mprotect(void* addr, size_t len, int prot) {
-  return umemcg::preload::Protect(addr, len, prot, [&] {
-    return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
+  return umemcg::preload::Protect(addr, len, prot, [&](void* a, size_t n) {
+    return static_cast<int>(syscall(SYS_mprotect, a, n, prot));
   });
 }
 
 int pkey_mprotect(void* addr, size_t len, int prot, int pkey) {
-  return umemcg::preload::Protect(addr, len, prot, [&] {
-    return static_cast<int>(syscall(SYS_pkey_mprotect, addr, len, prot, pkey));
+  return umemcg::preload::Protect(addr, len, prot, [&](void* a, size_t n) {
+    return static_cast<int>(syscall(SYS_pkey_mprotect, a, n, prot, pkey));
   });
 }
 

@@ -495,6 +495,37 @@ TEST_F(PreloadTest, ReservationsAreChargedWhenMadeWritable) {
   ASSERT_EQ(munmap(ro, 4 * kPage), 0);
 }
 
+// The kernel applies mprotect VMA by VMA and stops at a hole with ENOMEM,
+// leaving the pages before it changed (issue: the preload took the whole
+// call as failed, and those pages stayed writable and uncharged).
+TEST_F(PreloadTest, MprotectFailingAtAHoleChargesWhatItChanged) {
+  const int64_t before = Mapped();
+  const int64_t anon_before = AnonOf("");
+  const int64_t reserved_before = Reserved();
+  char* r = static_cast<char*>(
+      mmap(nullptr, 16 * kPage, PROT_NONE, kAnon | MAP_NORESERVE, -1, 0));
+  ASSERT_NE(r, MAP_FAILED);
+  // A hole at pages 6..7.
+  ASSERT_EQ(munmap(r + 6 * kPage, 2 * kPage), 0);
+  errno = 0;
+  EXPECT_EQ(mprotect(r, 16 * kPage, kRw), -1);
+  EXPECT_EQ(errno, ENOMEM);
+  // Pages 0..5 are writable now: charged; 8..15 are not.
+  r[0] = 1;
+  r[5 * kPage] = 1;
+  EXPECT_EQ(Mapped() - before, 6 * 4096);
+  EXPECT_EQ(AnonOf("") - anon_before, 6 * 4096);
+  EXPECT_EQ(Reserved() - reserved_before, 8 * 4096);
+  // The rest, made writable later, is charged then (once).
+  ASSERT_EQ(mprotect(r + 8 * kPage, 8 * kPage, kRw), 0);
+  EXPECT_EQ(Mapped() - before, 14 * 4096);
+  ASSERT_EQ(mprotect(r, 6 * kPage, kRw), 0);
+  EXPECT_EQ(Mapped() - before, 14 * 4096);
+  ASSERT_EQ(munmap(r, 16 * kPage), 0);
+  EXPECT_EQ(Mapped(), before);
+  EXPECT_EQ(AnonOf(""), anon_before);
+}
+
 TEST_F(PreloadTest, MapFixedReplacesTheCharge) {
   const int64_t before = Mapped();
   char* m = static_cast<char*>(mmap(nullptr, 16 * kPage, kRw, kAnon, -1, 0));
