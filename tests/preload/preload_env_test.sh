@@ -156,13 +156,15 @@ UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c \
   fail "exec 100>f; echo x >&100 left f '$(cat "$WORK/fd100" 2>&1)' (stderr: $(cat "$WORK/err"))"
 [[ "$(cat "$WORK/fd7" 2>/dev/null)" == y ]] || fail "exec 7>f: f is not 'y'"
 grep -q "^umemcg-preload: pid=" "$WORK/err" || fail "no report after exec 100>f"
-own_fds='ls /proc/$$/fd | sort -n | tr "\n" " "'
-plain=$(bash -c "$own_fds" 2>/dev/null)
-preloaded=$(UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c "$own_fds" 2>/dev/null)
+# The descriptors open on the preloaded bash's stderr file: fd 2 and the
+# duplicate, at the top of the soft RLIMIT_NOFILE (at most 1023).
+on_stderr='for f in /proc/$$/fd/*; do [[ $(readlink "$f") == "$0" ]] && echo "${f##*/}"; done; :'
 top=$(($(ulimit -n) < 1024 ? $(ulimit -n) - 1 : 1023))
-[[ "$preloaded" == "$plain$top " ]] ||
-  fail "the preloaded bash holds descriptors '$preloaded', not '$plain$top '"
-echo "descriptors: plain '$plain', preloaded '$preloaded'"
+got=$(UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c "$on_stderr" "$WORK/err2" \
+  2>"$WORK/err2" | sort -n | tr '\n' ' ')
+[[ "$got" == "2 $top " ]] ||
+  fail "the preloaded bash has '$got' open on its stderr, not '2 $top '"
+echo "descriptors on stderr: $got"
 # A forked child (no exec) reports itself, with its own pid.
 UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" "$PY" -c '
 import os, sys
