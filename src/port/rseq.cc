@@ -22,6 +22,22 @@ ptrdiff_t rseq_area_offset = 0;
 
 namespace {
 
+// Sets rseq_area_offset when this copy of the library is loaded, before
+// any of its code can run a sequence. Eagerly, not on first use: a process
+// may hold several copies of libumemcg (libumemcg-preload.so and its
+// operations module, or a program linking libumemcg statically with the
+// preload loaded), each with its own variable, and a copy can run the
+// sequences on a controller another copy created (the operations module
+// works on the preload's): its own RseqCommitAvailable() is then never
+// called, and an offset left at 0 would make every sequence store its
+// descriptor at thread pointer + 8 (glibc's tcbhead_t.dtv). Priority 101,
+// the first one available to programs: before any C++ static initializer
+// of this copy that could create a controller. The loader runs it before
+// dlopen() returns and before anything else of this copy is called.
+__attribute__((constructor(101))) void InitRseqAreaOffset() {
+  rseq_area_offset = __rseq_offset;
+}
+
 // Set once a fence failed for good (relaxed: a hint for new controllers;
 // correctness rests on each lock's closed bit).
 std::atomic<bool> fence_failed{false};
@@ -31,7 +47,10 @@ long Membarrier(int cmd, unsigned flags, int cpu) {
 }
 
 bool RegisterRseqFence() {
-  rseq_area_offset = __rseq_offset;
+  // Set at load already (InitRseqAreaOffset); written only if some code of
+  // this copy ran before its constructors (an initializer of another
+  // object at the same priority), never while another thread could read it.
+  if (rseq_area_offset != __rseq_offset) rseq_area_offset = __rseq_offset;
   const long cmds = Membarrier(MEMBARRIER_CMD_QUERY, 0, 0);
   if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0) {
     return false;

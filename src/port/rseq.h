@@ -109,8 +109,10 @@ void RseqVisitCpu(uint32_t cpu);
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
 // glibc's __rseq_offset, copied into a variable of ours (one load fewer on
-// the hit path: no GOT indirection). Set by the first RseqCommitAvailable()
-// call, before any caller may use the commit path.
+// the hit path: no GOT indirection). Each copy of libumemcg in a process
+// has its own, set when that copy is loaded (a constructor in rseq.cc), so
+// that a copy running sequences on a controller another copy created
+// stores into the right area.
 extern ptrdiff_t rseq_area_offset __attribute__((visibility("hidden")));
 #endif
 

@@ -62,6 +62,7 @@ __thread ThreadState tls_state
     __attribute__((tls_model("initial-exec"))) = {nullptr, 0, nullptr};
 std::atomic<ObjCgroup*> g_default_objcg{nullptr};
 ChargeFlags g_charge_flags = kChargeAtomic | ChargeFlags::kNoThrottle;
+bool g_enforce = false;
 CounterShard g_counters[kCounterShards];
 int g_glibc_version = 0;
 
@@ -252,7 +253,7 @@ inline size_t RawRequest(size_t n) {
 }
 
 // After glibc answered: charges or uncharges the difference between the
-// chunk it gave (`actual`) and what was charged before asking.
+// chunk it gave (`actual`) and what was charged before asking (realloc).
 inline void Settle(ObjCgroup* owner, uint64_t charged, uint64_t actual) {
   if (__builtin_expect(actual == charged, 1)) return;
   if (actual > charged) {
@@ -282,9 +283,17 @@ inline void* Publish(void* raw, size_t offset, ObjCgroup* owner) {
   return p;
 }
 
-// `align` is a power of two. Charges before allocating, so a refused
-// charge never allocates (the kernel's pre-charge order), then settles to
-// the chunk glibc gave.
+// Hands a block glibc just gave back to it, unused (its charge was refused).
+[[gnu::noinline]] void GiveBack(void* raw) {
+  if (ChunkMmapped(raw)) NoteMmappedFree(ChunkBytes(raw));  // glibc's rule
+  __libc_free(raw);
+}
+
+// `align` is a power of two. Asks glibc first and charges the chunk it
+// gave: only memory the system granted is ever charged, so a request glibc
+// refuses (a 32 TiB malloc) raises no peak and counts no event. A charge
+// umemcg refuses (UMEMCG_ENFORCE, over memory.max) hands the block back
+// unused, and the call fails with ENOMEM.
 void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
   if (size > kMaxRequest || align > kMaxRequest) {
     errno = ENOMEM;
@@ -298,24 +307,20 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
   const size_t raw_size = aligned
                               ? std::max(size, kMinRequest) + align + kMinChunk
                               : RawRequest(size);
-  const uint64_t predicted = Request2Size(raw_size);
-  if (owner != nullptr && !Charge(owner, predicted, g_charge_flags)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
   void* raw;
   if (!aligned) {
     raw = zero ? __libc_calloc(1, raw_size) : __libc_malloc(raw_size);
   } else {
     raw = __libc_memalign(align, raw_size);
-    if (raw != nullptr && zero) std::memset(raw, 0, raw_size);
   }
-  if (raw == nullptr) {  // glibc's failure, reported unchanged (errno)
-    if (owner != nullptr) Uncharge(owner, predicted);
+  if (raw == nullptr) return nullptr;  // glibc's failure, errno unchanged
+  const uint64_t actual = ChunkBytes(raw);
+  if (owner != nullptr && !Charge(owner, actual, g_charge_flags)) {
+    GiveBack(raw);
+    errno = ENOMEM;
     return nullptr;
   }
-  const uint64_t actual = ChunkBytes(raw);
-  if (owner != nullptr) Settle(owner, predicted, actual);
+  if (aligned && zero) std::memset(raw, 0, raw_size);
   CountLive(owner, static_cast<int64_t>(actual), 1);
   return Publish(raw, aligned ? align : kHeaderSize, owner);
 }
@@ -393,11 +398,15 @@ void* Reallocate(void* p, size_t size) {
     return q;
   }
   // The block keeps its owner (the charge follows the object); only the
-  // difference is charged or uncharged. Grow: charge first, so a refused
-  // charge leaves the old block untouched (realloc's contract).
+  // difference is charged or uncharged. A charge that cannot be refused
+  // (not enforcing) is made after glibc answered, so a growth glibc
+  // refuses raises no peak. A refusable one is made first, so that a
+  // refused charge leaves the old block untouched (realloc's contract;
+  // glibc may already have freed it once it answered).
   const size_t raw_size = RawRequest(size);
   const uint64_t predicted = Request2Size(raw_size);
-  const uint64_t pre = predicted > old_bytes ? predicted - old_bytes : 0;
+  const uint64_t pre =
+      g_enforce && predicted > old_bytes ? predicted - old_bytes : 0;
   if (owner != nullptr && pre > 0 && !Charge(owner, pre, g_charge_flags)) {
     errno = ENOMEM;
     return nullptr;

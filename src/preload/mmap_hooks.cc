@@ -26,8 +26,11 @@
 // mappings holds it across its system call, so the table and the address
 // space change together (a munmap's range cannot be handed to another
 // thread's mmap before its entries are gone). A non-fixed mmap maps first
-// and takes the mutex only to insert: the kernel hands out address ranges
-// that no entry covers. The charge path runs under the mutex (it never
+// and takes the mutex only to charge and insert: the kernel hands out
+// address ranges that no entry covers. Every charge or uncharge of a
+// mapping is made under the mutex together with the table change it goes
+// with, so the fork handlers, which take it, never let a child inherit
+// one without the other. The charge path runs under the mutex (it never
 // maps through these hooks: a thread inside umemcg passes straight
 // through). A signal handler that maps memory while its thread holds the
 // mutex would deadlock; mmap is not async-signal-safe.
@@ -135,32 +138,34 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   const uintptr_t plen = PageAlign(len);
   const uint64_t pages = writable ? PagesOf(plen) : 0;
   if (!fixed) {
-    // The kernel picks a range no entry covers: charge, map, insert.
-    if (pages > 0 && !ChargePages(*owner, pages, g_charge_flags)) {
+    // The kernel picks a range no entry covers: map, then charge and
+    // insert under the table's mutex (which the fork handlers take: a
+    // child never holds the charge without the entry). Only a mapping the
+    // kernel made is charged; one whose charge is refused is unmapped.
+    void* r = RawMmap(addr, len, prot, flags, fd, off);
+    if (r == MAP_FAILED || !owner) return r;
+    const auto start = reinterpret_cast<uintptr_t>(r);
+    MapLock lock;
+    if (!ChargePages(*owner, pages, g_charge_flags)) {
+      (void)syscall(SYS_munmap, r, len);
       errno = ENOMEM;
       return MAP_FAILED;
     }
-    void* r = RawMmap(addr, len, prot, flags, fd, off);
-    if (r == MAP_FAILED) {
-      if (pages > 0) UnchargePages(*owner, pages);
-      return r;
-    }
-    if (owner) {
-      const auto start = reinterpret_cast<uintptr_t>(r);
-      MapLock lock;
-      // Entries there are stale (pages unmapped behind our back, by a raw
-      // system call): the kernel handed the range out as free.
-      Untrack(*t, start, start + plen);
-      t->Insert(start, start + plen, writable ? owner : GroupRef());
-    }
+    // Entries there are stale (pages unmapped behind our back, by a raw
+    // system call): the kernel handed the range out as free.
+    Untrack(*t, start, start + plen);
+    t->Insert(start, start + plen, writable ? owner : GroupRef());
     return r;
   }
   // MAP_FIXED replaces whatever [addr, addr + len) held. As the kernel
   // unmaps before it commits, the pages charged there now count against
-  // the new charge: only the growth can be refused.
+  // the new charge: only the growth can be refused. Enforcing, that is
+  // charged first (a refused charge changes nothing); else the charge,
+  // which cannot be refused, follows the kernel's answer.
   const auto start = reinterpret_cast<uintptr_t>(addr);
   MapLock lock;
-  if (pages > 0) {
+  const bool before = pages > 0 && g_enforce;
+  if (before) {
     const uint64_t old = t->ChargedPages(start, start + plen);
     const uint64_t net = pages > old ? pages - old : 0;
     if (!ChargePages(*owner, net, g_charge_flags)) {
@@ -171,10 +176,11 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   }
   void* r = RawMmap(addr, len, prot, flags, fd, off);
   if (r == MAP_FAILED) {
-    if (pages > 0) UnchargePages(*owner, pages);
+    if (before) UnchargePages(*owner, pages);
     return r;
   }
   Untrack(*t, start, start + plen);
+  if (pages > 0 && !before) (void)ChargePages(*owner, pages, kSettleFlags);
   if (owner) t->Insert(start, start + plen, writable ? owner : GroupRef());
   return r;
 }
@@ -194,25 +200,46 @@ int Unmap(void* addr, size_t len) {
 // mprotect / pkey_mprotect: making reserved pages writable charges them.
 // Taking write away charges nothing back (the kernel keeps VM_ACCOUNT:
 // the pages still hold their contents).
+//
+// The kernel applies mprotect one VMA at a time in address order and stops
+// at the first it cannot change (a hole: ENOMEM), leaving those before it
+// changed. So that exactly what changed is charged, a range holding
+// reserved pages is applied piece by piece, split where reserved pieces of
+// the table begin and end (usually one piece, one call), in address order,
+// stopping at the first failure as the kernel would: the pieces before it
+// changed, the rest did not.
 template <class Syscall>
 int Protect(void* addr, size_t len, int prot, Syscall&& call) {
   RangeTable* t = Table();
-  if (t == nullptr || (prot & PROT_WRITE) == 0) return call();
+  if (t == nullptr || (prot & PROT_WRITE) == 0) return call(addr, len);
   const auto start = reinterpret_cast<uintptr_t>(addr);
   const uintptr_t end = start + PageAlign(len);
   MapLock lock;
   const uint64_t reserved = t->ReservedPages(start, end);
   GroupRef owner = reserved > 0 ? OwnerGroup() : GroupRef();
-  if (!owner) return call();
-  if (!ChargePages(*owner, reserved, g_charge_flags)) {
+  if (!owner) return call(addr, len);
+  // Enforcing: charged first (refused, nothing changes). Else charged for
+  // what the kernel changed, after.
+  if (g_enforce && !ChargePages(*owner, reserved, g_charge_flags)) {
     errno = ENOMEM;
     return -1;
   }
-  const int r = call();
-  if (r != 0) {
-    UnchargePages(*owner, reserved);
+  uintptr_t at = start;
+  uint64_t changed = 0;
+  int r = 0;
+  while (at < end) {
+    const uintptr_t next = t->NextReservedBoundary(at, end);
+    r = call(reinterpret_cast<void*>(at), next - at);
+    if (r != 0) break;
+    changed += t->ReservedPages(at, next);
+    at = next;
+  }
+  if (at > start) t->ChargeReserved(start, at, owner);
+  // Under HookGuard: errno stays the failed call's.
+  if (g_enforce) {
+    UnchargePages(*owner, reserved - changed);
   } else {
-    t->ChargeReserved(start, end, owner);
+    (void)ChargePages(*owner, changed, kSettleFlags);
   }
   return r;
 }
@@ -239,7 +266,9 @@ void* Remap(void* old_addr, size_t old_len, size_t new_len, int flags,
   if (charged_tail && grow > 0) {
     owner = OwnerGroup();
     if (!owner) owner = tail->owner;
-    if (!ChargePages(*owner, grow, g_charge_flags)) {
+    // Enforcing: charged first (refused, nothing changes). Else after the
+    // kernel grew the mapping (a growth it refuses is never charged).
+    if (g_enforce && !ChargePages(*owner, grow, g_charge_flags)) {
       errno = ENOMEM;
       return MAP_FAILED;
     }
@@ -247,9 +276,10 @@ void* Remap(void* old_addr, size_t old_len, size_t new_len, int flags,
   tail = nullptr;  // entries move below
   void* r = raw();
   if (r == MAP_FAILED) {
-    if (owner) UnchargePages(*owner, grow);
+    if (owner && g_enforce) UnchargePages(*owner, grow);
     return r;
   }
+  if (owner && !g_enforce) (void)ChargePages(*owner, grow, kSettleFlags);
   const auto new_start = reinterpret_cast<uintptr_t>(r);
   const uintptr_t kept = std::min(old_plen, new_plen);
   if (new_plen < old_plen)
@@ -296,8 +326,11 @@ void* Sbrk(intptr_t delta) {
   }
   GroupRef owner = OwnerGroup();
   if (!owner) return __sbrk(delta);
+  // Enforcing: charged first (refused, the break stays). Else charged
+  // after the kernel moved the break (a move it refuses is never charged).
   const auto cur = reinterpret_cast<uintptr_t>(__sbrk(0));
-  const uint64_t pages = PagesOf(PageAlign(cur + delta) - PageAlign(cur));
+  const uint64_t pages =
+      g_enforce ? PagesOf(PageAlign(cur + delta) - PageAlign(cur)) : 0;
   if (!ChargePages(*owner, pages, g_charge_flags)) {
     errno = ENOMEM;
     return reinterpret_cast<void*>(-1);
@@ -308,7 +341,8 @@ void* Sbrk(intptr_t delta) {
     return r;
   }
   // glibc's malloc may have moved the break since __sbrk(0) (it takes no
-  // lock of ours): settle on the range actually added.
+  // lock of ours): settle on the range actually added (all of it when
+  // nothing was charged before).
   const auto old_brk = reinterpret_cast<uintptr_t>(r);
   const uintptr_t lo = PageAlign(old_brk);
   const uintptr_t hi = PageAlign(old_brk + delta);
@@ -361,14 +395,14 @@ void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off)
 int munmap(void* addr, size_t len) { return umemcg::preload::Unmap(addr, len); }
 
 int mprotect(void* addr, size_t len, int prot) {
-  return umemcg::preload::Protect(addr, len, prot, [&] {
-    return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
+  return umemcg::preload::Protect(addr, len, prot, [&](void* a, size_t n) {
+    return static_cast<int>(syscall(SYS_mprotect, a, n, prot));
   });
 }
 
 int pkey_mprotect(void* addr, size_t len, int prot, int pkey) {
-  return umemcg::preload::Protect(addr, len, prot, [&] {
-    return static_cast<int>(syscall(SYS_pkey_mprotect, addr, len, prot, pkey));
+  return umemcg::preload::Protect(addr, len, prot, [&](void* a, size_t n) {
+    return static_cast<int>(syscall(SYS_pkey_mprotect, a, n, prot, pkey));
   });
 }
 

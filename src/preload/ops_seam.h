@@ -10,19 +10,22 @@
 // The module carries its own private copy of libumemcg's code and works on
 // the preload's Controller through it: the two copies come from the same
 // build (umemcg_preload_ops_abi() returns the build's token, compared by
-// the preload before anything else), so every object layout agrees, and
-// umemcg keeps no process-wide state that the copies would need to share
-// (a controller's state lives in the controller; the thread-locals it
-// has guard reclaim callbacks and active-group scopes, which the preload
-// does not use).
+// the preload before anything else), so every object layout agrees. A
+// controller's state lives in the controller; what each copy keeps for
+// itself is set when that copy is loaded (the rseq area offset,
+// port/rseq.cc) or is per-thread state of umemcg calls the module's
+// threads make through their own copy (reclaim and tree-walk depths,
+// deferred error reports).
 //
 // Each start function returns 0 or an errno (ENOSYS: that part was built
 // without its library) and writes a NUL-terminated message naming the
 // cause into `message` (`len` bytes); it starts its own thread(s) and
 // returns promptly. The preload calls them from its constructor with the
 // thread marked as inside umemcg, so what they allocate while starting is
-// charged to nothing. The threads they start allocate like any other
-// thread of the program (charged to the default group).
+// charged to nothing; so is everything the threads they start (and the
+// threads those start) allocate, for their whole life (thread_hooks.cc:
+// they run umemcg's code, and a charge from inside it could wait for
+// itself).
 
 #ifndef UMEMCG_SRC_PRELOAD_OPS_SEAM_H_
 #define UMEMCG_SRC_PRELOAD_OPS_SEAM_H_

@@ -77,6 +77,10 @@ class HookGuard {
 // mappings are then charged to nothing.
 extern std::atomic<ObjCgroup*> g_default_objcg;
 extern ChargeFlags g_charge_flags;
+// UMEMCG_ENFORCE: g_charge_flags may refuse a charge. Otherwise every
+// charge is forced, and the hooks charge only after the system granted
+// the memory. Set with g_charge_flags.
+extern bool g_enforce;
 // Charges that settle a difference after the fact (the block or mapping
 // already exists): never refused, past memory.max if need be.
 inline constexpr ChargeFlags kSettleFlags =

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 namespace umemcg::preload {
 namespace {
@@ -112,6 +113,20 @@ uint64_t RangeTable::PagesIn(uintptr_t start, uintptr_t end,
     if (hi > lo) pages += (hi - lo) / kPage;
   }
   return pages;
+}
+
+uintptr_t RangeTable::NextReservedBoundary(uintptr_t at, uintptr_t end) const {
+  auto it = map_.upper_bound(at);
+  if (it != map_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.end > at && !prev->second.owner) {
+      return std::min(prev->second.end, end);  // inside a reserved piece
+    }
+  }
+  for (; it != map_.end() && it->first < end; ++it) {
+    if (!it->second.owner) return it->first;  // the next one starts
+  }
+  return end;
 }
 
 void RangeTable::ChargeReserved(uintptr_t start, uintptr_t end,

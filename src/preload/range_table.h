@@ -79,6 +79,9 @@ class RangeTable {
   // Pages of [start, end) tracked and not charged / charged.
   uint64_t ReservedPages(uintptr_t start, uintptr_t end) const;
   uint64_t ChargedPages(uintptr_t start, uintptr_t end) const;
+  // The first address in (at, end] where reserved pages begin or end
+  // (`end` if none): [at, result) is all reserved or all not.
+  uintptr_t NextReservedBoundary(uintptr_t at, uintptr_t end) const;
   // Marks every reserved piece of [start, end) charged to `owner`.
   void ChargeReserved(uintptr_t start, uintptr_t end, const GroupRef& owner);
 

@@ -62,9 +62,14 @@ namespace {
 
 constexpr size_t kMaxAssignedGroups = 256;
 constexpr size_t kMaxPath = 200;
-// The report's duplicate of stderr goes at or above this descriptor, out
-// of the way of programs that expect their first open() to return 3.
-constexpr int kReportFdFloor = 100;
+// The report's duplicate of stderr goes at the top of the descriptors a
+// program may use (the soft RLIMIT_NOFILE), but no higher than this: the
+// kernel's descriptor table grows to the highest number open, and every
+// fork() copies it (at the soft limit of a container, often 2^20, that is
+// 8 MiB per fork).
+constexpr int kReportFdCeiling = 1024;
+// Numbers below the top tried when the top one is taken.
+constexpr int kReportFdTries = 16;
 
 struct Assigned {
   std::string path;
@@ -317,13 +322,21 @@ void SetUpReport(ReportSink& sink, const char* setting) {
     if (fstat(2, &st) != 0) return;  // no stderr: nowhere to write
     sink.dev = st.st_dev;
     sink.ino = st.st_ino;
-    int floor = kReportFdFloor;
+    // Never a small fixed number: a script's `exec 100>lock` is saved and
+    // restored by bash around the descriptor it finds there, so the
+    // program's own use of the number must find it free.
+    int top = kReportFdCeiling;
     struct rlimit lim;
     if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
-        lim.rlim_cur <= static_cast<rlim_t>(2 * kReportFdFloor)) {
-      floor = static_cast<int>(lim.rlim_cur / 2);
+        lim.rlim_cur < static_cast<rlim_t>(kReportFdCeiling)) {
+      top = static_cast<int>(lim.rlim_cur);
     }
-    sink.fd = fcntl(2, F_DUPFD_CLOEXEC, floor < 3 ? 3 : floor);
+    for (int fd = top - 1; fd >= 3 && fd >= top - kReportFdTries; --fd) {
+      // F_DUPFD gives the lowest free number at or above `fd`; above it
+      // only taken ones remain, so the first free from the top is found.
+      sink.fd = fcntl(2, F_DUPFD_CLOEXEC, fd);
+      if (sink.fd >= 0) return;
+    }
     return;
   }
   sink.path = setting;
@@ -415,6 +428,7 @@ void Init() {
   // Enforcing: reclaim and drain the stocks first, fail instead of
   // forcing. Otherwise never block and charge past max (counted as
   // memory.events "max"). Neither sleeps for memory.high inside malloc.
+  g_enforce = rt->enforce;
   g_charge_flags = rt->enforce
                        ? ChargeFlags::kMayReclaim | ChargeFlags::kNoThrottle
                        : kChargeAtomic | ChargeFlags::kNoThrottle;

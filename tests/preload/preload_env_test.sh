@@ -143,6 +143,28 @@ first_open='import os; print(os.open("/dev/null", os.O_RDONLY))'
 want=$("$PY" -c "$first_open")
 first=$(UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" "$PY" -c "$first_open" 2>/dev/null)
 [[ "$first" == "$want" ]] || fail "the first open() returned $first, not $want"
+# The duplicate takes no number a script may use (issue: it sat at fd 100,
+# so bash's `exec 100>f; echo x >&100` wrote to stderr and left f empty):
+# the script's file gets its line, and the preloaded process's own
+# descriptors are its usual ones plus one at the top of its soft
+# RLIMIT_NOFILE (at most 1023).
+rm -f "$WORK/fd100"
+UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c \
+  "exec 100>'$WORK/fd100'; echo x >&100; exec 7>'$WORK/fd7'; echo y >&7" \
+  2>"$WORK/err"
+[[ "$(cat "$WORK/fd100" 2>/dev/null)" == x ]] ||
+  fail "exec 100>f; echo x >&100 left f '$(cat "$WORK/fd100" 2>&1)' (stderr: $(cat "$WORK/err"))"
+[[ "$(cat "$WORK/fd7" 2>/dev/null)" == y ]] || fail "exec 7>f: f is not 'y'"
+grep -q "^umemcg-preload: pid=" "$WORK/err" || fail "no report after exec 100>f"
+# The descriptors open on the preloaded bash's stderr file: fd 2 and the
+# duplicate, at the top of the soft RLIMIT_NOFILE (at most 1023).
+on_stderr='for f in /proc/$$/fd/*; do [[ $(readlink "$f") == "$0" ]] && echo "${f##*/}"; done; :'
+top=$(($(ulimit -n) < 1024 ? $(ulimit -n) - 1 : 1023))
+got=$(UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" bash -c "$on_stderr" "$WORK/err2" \
+  2>"$WORK/err2" | sort -n | tr '\n' ' ')
+[[ "$got" == "2 $top " ]] ||
+  fail "the preloaded bash has '$got' open on its stderr, not '2 $top '"
+echo "descriptors on stderr: $got"
 # A forked child (no exec) reports itself, with its own pid.
 UMEMCG_REPORT=stderr LD_PRELOAD="$LIB" "$PY" -c '
 import os, sys

@@ -2,8 +2,8 @@
 //
 // A forking program for libumemcg-preload.so (run by
 // preload_fork_test.sh): 8 threads allocate and free (malloc, new,
-// realloc, mmap/munmap) without pause while the main thread forks N times
-// (default 300). Each child allocates a little and calls exit(0), so it
+// realloc, mmap/mremap/munmap) without pause while the main thread forks N
+// times (default 300). Each child allocates a little and calls exit(0), so it
 // runs the preload's exit path (the report when UMEMCG_REPORT is set)
 // with whatever locks the other threads held at the fork. Each child gets
 // a 60 s hang guard: one still running then is killed and counted as a
@@ -48,13 +48,27 @@ void Churn(int seed) {
     }
     char* n = new char[1 + next() % 300];
     delete[] n;
-    if (next() % 16 == 0) {
-      void* m = mmap(nullptr, 64 * 1024, PROT_READ | PROT_WRITE,
+    // Mappings: made, grown or moved, shrunk, unmapped (every child's
+    // anon_bytes must equal its mapped_bytes).
+    for (int k = 0; k < 4; ++k) {
+      const size_t len = (1 + next() % 16) * 4096;
+      void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (m != MAP_FAILED) {
-        static_cast<char*>(m)[0] = 1;
-        munmap(m, 64 * 1024);
+      if (m == MAP_FAILED) continue;
+      static_cast<char*>(m)[0] = 1;
+      size_t now = len;
+      if (next() % 2 == 0) {
+        void* g = mremap(m, len, 2 * len, MREMAP_MAYMOVE);
+        if (g != MAP_FAILED) {
+          m = g;
+          now = 2 * len;
+        }
       }
+      if (now > 4096 && next() % 2 == 0) {
+        void* s = mremap(m, now, 4096, 0);
+        if (s != MAP_FAILED) now = 4096;
+      }
+      munmap(m, now);
     }
   }
   for (void* p : held) free(p);

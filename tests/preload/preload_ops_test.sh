@@ -134,4 +134,92 @@ if [[ -z "$MOUNT_SKIP" ]]; then
   grep -q " $MNT " /proc/mounts && fail "$MNT still mounted after exit"
 fi
 
+# ---- limits below usage, written through the mount ----
+# An operator lowering a running program's limits: memory.high and then
+# memory.max written below its usage (issue: the operations module's copy
+# of umemcg drained the stocks with its rseq area offset unset and the
+# program aborted with "free(): invalid pointer"). As documented
+# (docs/preload.md): the writes succeed; the program lives; over
+# memory.high it is not made to sleep inside malloc (its next allocation
+# succeeds, counted as a "high" event); over memory.max under
+# UMEMCG_ENFORCE=1 its next allocation is refused (MemoryError), counted as
+# a "max" event.
+cat >"$WORK/lower.py" <<'PY'
+import os, sys
+work = sys.argv[1]
+# Told of each write through a FIFO: once memory.max is below usage every
+# allocation is refused, so the program waits inside read() and then
+# allocates only for the attempt (MemoryError is preallocated) and after
+# giving its memory back.
+fd = os.open(work + "/go", os.O_RDONLY)
+held = [bytearray(4 << 20) for i in range(12)]
+held += [bytearray(1000) for i in range(4000)]
+open(work + "/lower-ready", "w").close()
+os.read(fd, 1)
+held.append(bytearray(4 << 20))
+print("after high: allocated", flush=True)
+os.read(fd, 1)
+try:
+    more = bytearray(8 << 20)
+    result = "allocated"
+except MemoryError:
+    result = "MemoryError"
+del held
+print("after max: " + result, flush=True)
+PY
+lower_below() {  # try number
+  rm -f "$WORK"/lower-ready "$WORK/go"
+  mkfifo "$WORK/go"
+  env LD_PRELOAD="$LIB" UMEMCG_MOUNT="$MNT" UMEMCG_ENFORCE=1 \
+    "$PY" "$WORK/lower.py" "$WORK" >"$WORK/lower.out" 2>"$WORK/lower.err" &
+  PID=$!
+  exec 9>"$WORK/go"
+  for _ in $(seq 600); do
+    [[ -e "$WORK/lower-ready" ]] || ! kill -0 "$PID" 2>/dev/null && break
+    sleep 0.1
+  done
+  local usage
+  usage=$(cat "$MNT/process/memory.current" 2>/dev/null)
+  if [[ ! "$usage" =~ ^[0-9]+$ ]] || ((usage < 40 * 1024 * 1024)); then
+    fail "try $1: memory.current '$usage' before lowering the limits"
+  fi
+  local half=$((usage / 2))
+  echo "$half" >"$MNT/process/memory.high" ||
+    fail "try $1: writing memory.high=$half below usage $usage"
+  echo >&9
+  for _ in $(seq 600); do
+    grep -q "after high" "$WORK/lower.out" || ! kill -0 "$PID" 2>/dev/null &&
+      break
+    sleep 0.1
+  done
+  echo "$half" >"$MNT/process/memory.max" ||
+    fail "try $1: writing memory.max=$half below usage $usage"
+  local events
+  events=$(cat "$MNT/process/memory.events" 2>/dev/null)
+  echo >&9
+  exec 9>&-
+  wait "$PID"
+  local rc=$?
+  PID=
+  local out
+  out=$(cat "$WORK/lower.out")
+  [[ $rc == 0 ]] ||
+    fail "try $1: the program exited $rc after the limits were lowered: $(cat "$WORK/lower.err")"
+  [[ "$out" == $'after high: allocated\nafter max: MemoryError' ]] ||
+    fail "try $1: the program printed '$out' (wanted: allocated over high, MemoryError over max)"
+  grep -qx "high [1-9][0-9]*" <<<"$events" ||
+    fail "try $1: no high event over memory.high: $events"
+  [[ -s "$WORK/lower.err" ]] && fail "try $1: stderr: $(cat "$WORK/lower.err")"
+}
+if [[ -z "$MOUNT_SKIP" ]]; then
+  for try in $(seq "${UMEMCG_LOWER_TRIES:-2}"); do
+    lower_below "$try"
+    for _ in $(seq 300); do
+      grep -q " $MNT " /proc/mounts || break
+      sleep 0.1
+    done
+  done
+  echo "limits lowered below usage through the mount: ${UMEMCG_LOWER_TRIES:-2} tries"
+fi
+
 finish
