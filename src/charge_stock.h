@@ -240,7 +240,11 @@ class ChargeStock {
   // is inline; the scan of the others runs out of line, outside the
   // sequence's range (a preemption there clears the descriptor without an
   // abort), and re-enters it from the descriptor store with the found
-  // index: every check is then made again, on whatever CPU runs it.
+  // index: every check is then made again, on whatever CPU runs it. When
+  // that slot no longer holds the group there (a migration, or a slot
+  // change), the scan restarts from slot 0 on the CPU the re-entry read,
+  // once: resuming after the found index would miss the new CPU's lower
+  // slots and send a hit to the locked path.
   template <bool kConsume>
   RseqResult RseqUpdate(const Group* group, uint64_t n) {
     static_assert(sizeof(uint32_t) == sizeof(StockShard::nr_pages[0]));
@@ -261,6 +265,7 @@ class ChargeStock {
         "cmpl $0, %[hit_shards]\n\t"  // rseq commits off: never enter
         "je %l[mismatch]\n\t"
         "xorl %%r10d, %%r10d\n\t"  // the slot: 0, or the scan's find
+        "xorl %%edx, %%edx\n\t"    // the scan restarted from slot 0
         "8:\n\t"
         "leaq 3b(%%rip), %%rcx\n\t"
         "movq %%rcx, %%fs:8(%[off])\n\t"  // rseq_cs: the sequence starts
@@ -289,11 +294,20 @@ class ChargeStock {
         // The rest of the slot scan, out of line and outside the sequence.
         ".pushsection .text.unlikely, \"ax?\"\n\t"
         "7:\n\t"
+        "testl %%r10d, %%r10d\n\t"  // slot 0 missed: scan from slot 1
+        "jz 9f\n\t"
+        // A re-entry whose found slot no longer holds the group (a
+        // migration, or the slot changed): this CPU's slots from 0, once.
+        "testl %%edx, %%edx\n\t"
+        "jnz %l[mismatch]\n\t"
+        "movl $1, %%edx\n\t"
+        "movl $-1, %%r10d\n\t"
+        "9:\n\t"
         "incl %%r10d\n\t"
         "cmpl %[slots], %%r10d\n\t"
         "jae %l[mismatch]\n\t"
         "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"
-        "jne 7b\n\t"
+        "jne 9b\n\t"
         "jmp 8b\n\t"
         ".popsection\n\t"
         ".pushsection __rseq_failure, \"ax?\"\n\t"
@@ -309,7 +323,7 @@ class ChargeStock {
         [batch] "m"(group->batch_), [cached] "i"(offsetof(StockShard, cached)),
         [nr_pages] "i"(offsetof(StockShard, nr_pages)),
         [lock] "i"(offsetof(StockShard, lock)), [consume] "i"(kConsume ? 1 : 0)
-        : "memory", "cc", "rax", "rcx", "r10", "r11"
+        : "memory", "cc", "rax", "rcx", "rdx", "r10", "r11"
         : aborted, mismatch);
     return RseqResult::kCommitted;
   aborted:
