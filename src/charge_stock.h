@@ -193,14 +193,21 @@ class ChargeStock {
   // Drains, on every shard, each slot whose group is `subtree` or below it
   // (null: every slot), dropping the slots' references.
   void DrainAll(const Group* subtree);
+  // DrainAll for a charge that must not block (async-signal-safe): a
+  // shard whose lock stays busy for a few tries is skipped (its holder
+  // may be the thread this charge interrupted). False if one was.
+  bool TryDrainAll(const Group* subtree);
   // Drains the slots of `group` on the shards recorded in it only.
   // REQUIRES: `group` is offline (RemoveGroup) and has no online
   // descendant, so no slot caches it anywhere else or again.
   void DrainGroup(Group* group);
   // Returns the pages of `group`'s own slots on every shard (keeping the
   // slots): after it, no slot holds more than the group's batch read
-  // under each shard's lock.
-  void TrimGroup(const Group* group);
+  // under each shard's lock. Never blocks (charge and uncharge paths call
+  // it, signal handlers included): a shard whose lock stays busy for a
+  // few tries is skipped, and false returned; the caller marks the trim
+  // pending (Group::trim_pending_) and trims again later.
+  bool TrimGroup(const Group* group);
 
   uint64_t drained_shards() const {
     return drained_shards_.load(std::memory_order_relaxed);
@@ -223,6 +230,9 @@ class ChargeStock {
     return TryLockShard(shards_, cpu_.CurrentShard(), rseq_);
   }
   void LockShard(int k) const { internal::LockShard(shards_, k, rseq_); }
+  // A few try-locks of shard k (a holder on another CPU releases within
+  // them); false if it stays busy. Never waits.
+  bool TryLockShardBriefly(int k) const;
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
   // One restartable sequence on this CPU's shard: find `group`'s slot and
