@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -152,6 +154,41 @@ TEST(StatsRseqTest, HotUpdatesCommitWithoutTheLock) {
 }
 
 // The locked path is what stats_rseq = false takes: every update locks.
+// A thread of the parent may be between an rseq add and its count when
+// another thread forks; it does not exist in the child, so its add is in a
+// linked block with no count anywhere. The child therefore publishes no
+// bound (exceeded) until a whole-tree flush has folded every linked
+// block; a threshold read of any group (Stat, MemoryStat) does that
+// flush.
+TEST(StatsRseqTest, ForkChildPublishesNoBoundUntilAWholeTreeFlush) {
+  auto ctrl = RealController(true);
+  ASSERT_TRUE(ctrl);
+  SKIP_WITHOUT_STATS_RSEQ(ctrl);
+  GroupRef leaf = Chain(*ctrl, 2);
+  leaf->CountEvent(StatItem::kPgfault, 3);
+  ctrl->FlushAllStats();
+  ASSERT_FALSE(leaf->StatBound().exceeded);
+  ASSERT_FALSE(ctrl->root().StatBound().exceeded);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 0;
+    if (!leaf->StatBound().exceeded) rc |= 1;
+    if (!ctrl->root().StatBound().exceeded) rc |= 2;
+    // A threshold reader flushes: the whole tree, for the fork's stop.
+    if (leaf->Stat(StatItem::kPgfault) != 3) rc |= 4;
+    if (leaf->StatBound().exceeded) rc |= 8;
+    if (ctrl->root().StatBound().exceeded) rc |= 16;
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent is unaffected.
+  EXPECT_FALSE(leaf->StatBound().exceeded);
+}
+
 TEST(StatsRseqTest, StatsRseqFalseTakesTheLockEveryTime) {
   auto ctrl = RealController(false);
   ASSERT_TRUE(ctrl);
