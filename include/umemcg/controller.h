@@ -470,8 +470,9 @@ class UMEMCG_EXPORT Controller {
   // Serializes OOM handling (kernel: oom_lock).
   std::mutex oom_mu_;
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
-  // Attached observers, replaced whole (copy on write) under observers_mu_;
-  // read by RaiseEvent (a slow path) without the mutex.
+  // Attached observers, replaced whole (copy on write) under observers_mu_
+  // (which also guards the event callbacks' retired list below); read by
+  // the controller's other notifications (offline, freed, destroy).
   using ObserverList = std::vector<std::shared_ptr<ControllerObserver>>;
   std::mutex observers_mu_;
   std::atomic<std::shared_ptr<const ObserverList>> observers_;
