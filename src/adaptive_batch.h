@@ -36,7 +36,14 @@
 // fails any charge, reclaiming or not (ControllerImpl::ChargeSlow; with
 // kMayReclaim it always does), so a refusal means the charge does not fit
 // even with no stocked page in that level's subtree, where the base batch
-// would have the same usage plus its own stocks.
+// would have the same usage plus its own stocks. One exception: a charge
+// that cannot reclaim only try-locks each shard for that drain (it must
+// not block: it may run in a signal handler that interrupted the shard's
+// holder), so a shard busy through a few tries keeps its stocked pages.
+//
+// A shrink trims the group's stocks with the same try-locks
+// (ChargeStock::TrimGroup); a shard it skips stays over the new batch
+// until the group's next batch event trims again (Group::trim_pending_).
 //
 // Thread safety: immutable after construction; Next is a pure function.
 

@@ -107,12 +107,15 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
       // the base batch would not make. Its stocks may hold more pages than
       // the base batch's, so before refusing, the refusing level's
       // subtree gives its stocked pages back (once per level, as below);
-      // a refusal then sees no stock at all in that subtree. Forcing
-      // charges (kNoFail, kHigh) do not wait for a drain.
+      // a refusal then sees no stock at all in that subtree, except a
+      // shard whose lock stayed busy (TryDrainAll: this charge must not
+      // block; it may run in a signal handler that interrupted that
+      // shard's holder). Forcing charges (kNoFail, kHigh) do not wait for
+      // a drain.
       if (stock.adaptive() && !HasFlag(flags, ChargeFlags::kNoFail) &&
           !HasFlag(flags, ChargeFlags::kHigh) &&
           (drained == nullptr || !over->IsDescendantOf(*drained))) {
-        stock.DrainAll(over);
+        (void)stock.TryDrainAll(over);
         drained = over;
         continue;
       }
@@ -219,6 +222,14 @@ void ControllerImpl::AdaptBatch(Group* g) {
       busy.exchange(true, std::memory_order_acquire)) {
     return;
   }
+  // A trim a shrink could not finish (a busy shard, TrimGroup): again now.
+  // Relaxed: a flag (see trim_pending_).
+  if (g->trim_pending_.load(std::memory_order_relaxed)) {
+    g->trim_pending_.store(false, std::memory_order_relaxed);
+    if (!stock.TrimGroup(g)) {
+      g->trim_pending_.store(true, std::memory_order_relaxed);
+    }
+  }
   // Offline groups are not cached by any stock: nothing to decide.
   if (g->online_.load(std::memory_order_relaxed)) {
     const int64_t now = g->controller_->clock_->Now().count();
@@ -243,8 +254,11 @@ void ControllerImpl::AdaptBatch(Group* g) {
       g->batch_.store(next, std::memory_order_relaxed);
       // Slots may hold up to the old batch: return them, so the slack is
       // within nr_cpus x the new batch (ChargeStock::TrimGroup orders
-      // every later hit after the store above).
-      if (next < old_batch) stock.TrimGroup(g);
+      // every later hit after the store above). A shard it skipped (busy)
+      // is trimmed at the group's next batch event.
+      if (next < old_batch && !stock.TrimGroup(g)) {
+        g->trim_pending_.store(true, std::memory_order_relaxed);
+      }
     }
   }
   busy.store(false, std::memory_order_release);

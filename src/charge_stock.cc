@@ -185,6 +185,38 @@ void ChargeStock::DrainAll(const Group* subtree) {
   }
 }
 
+bool ChargeStock::TryLockShardBriefly(int k) const {
+  // As many tries as TryLock's spin before it would sleep: a holder on
+  // another CPU (holders never wait for anything) is gone by then.
+  for (int attempt = 0; attempt < TryLock::kSpins; ++attempt) {
+    if (TryLockShard(shards_, k, rseq_) >= 0) return true;
+    CpuRelax();
+  }
+  return false;
+}
+
+bool ChargeStock::TryDrainAll(const Group* subtree) {
+  bool all = true;
+  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
+    // Underflows found below reach the error hook after the unlock.
+    DeferReports defer;
+    StockShard& s = shards_[cpu];
+    if (!TryLockShardBriefly(cpu)) {
+      all = false;
+      continue;
+    }
+    drained_shards_.fetch_add(1, std::memory_order_relaxed);
+    for (int i = 0; i < slots_; ++i) {
+      if (s.group(i) != nullptr &&
+          (subtree == nullptr || s.group(i)->IsDescendantOf(*subtree))) {
+        DrainSlot(s, i, true);
+      }
+    }
+    s.lock.unlock();
+  }
+  return all;
+}
+
 void ChargeStock::DrainGroup(Group* group) {
   // seq_cst: after RemoveGroup's store of online_ (see RefillLocked).
   const uint64_t mask = group->stock_shards_.load(std::memory_order_seq_cst);
@@ -203,15 +235,19 @@ void ChargeStock::DrainGroup(Group* group) {
   }
 }
 
-void ChargeStock::TrimGroup(const Group* group) {
+bool ChargeStock::TrimGroup(const Group* group) {
   // A shrink stores the new batch, then calls this: each shard's lock (and
   // fence) orders every later hit or locked refill after the store, so
   // once a shard is passed its slot stays within the new batch.
+  bool all = true;
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     // Underflows found below reach the error hook after the unlock.
     DeferReports defer;
     StockShard& s = shards_[cpu];
-    LockShard(cpu);
+    if (!TryLockShardBriefly(cpu)) {
+      all = false;
+      continue;
+    }
     for (int i = 0; i < slots_; ++i) {
       if (s.group(i) == group) {
         DrainSlot(s, i, false);
@@ -220,6 +256,7 @@ void ChargeStock::TrimGroup(const Group* group) {
     }
     s.lock.unlock();
   }
+  return all;
 }
 
 std::string ChargeStock::CheckInvariants() const {
@@ -234,7 +271,8 @@ std::string ChargeStock::CheckInvariants() const {
         bad = where + ": used beyond stock_slots";
       } else if (s.group(i) == nullptr && s.pages(i) != 0) {
         bad = where + ": pages without a group";
-      } else if (s.group(i) != nullptr && s.pages(i) > BatchOf(s.group(i))) {
+      } else if (s.group(i) != nullptr && s.pages(i) > BatchOf(s.group(i)) &&
+                 !s.group(i)->trim_pending_.load(std::memory_order_relaxed)) {
         bad = where + ": holds more than the group's batch";
       } else if (s.group(i) != nullptr &&
                  s.group(i)->refs_.load(std::memory_order_relaxed) <= 0) {

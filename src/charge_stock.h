@@ -193,14 +193,21 @@ class ChargeStock {
   // Drains, on every shard, each slot whose group is `subtree` or below it
   // (null: every slot), dropping the slots' references.
   void DrainAll(const Group* subtree);
+  // DrainAll for a charge that must not block (async-signal-safe): a
+  // shard whose lock stays busy for a few tries is skipped (its holder
+  // may be the thread this charge interrupted). False if one was.
+  bool TryDrainAll(const Group* subtree);
   // Drains the slots of `group` on the shards recorded in it only.
   // REQUIRES: `group` is offline (RemoveGroup) and has no online
   // descendant, so no slot caches it anywhere else or again.
   void DrainGroup(Group* group);
   // Returns the pages of `group`'s own slots on every shard (keeping the
   // slots): after it, no slot holds more than the group's batch read
-  // under each shard's lock.
-  void TrimGroup(const Group* group);
+  // under each shard's lock. Never blocks (charge and uncharge paths call
+  // it, signal handlers included): a shard whose lock stays busy for a
+  // few tries is skipped, and false returned; the caller marks the trim
+  // pending (Group::trim_pending_) and trims again later.
+  bool TrimGroup(const Group* group);
 
   uint64_t drained_shards() const {
     return drained_shards_.load(std::memory_order_relaxed);
@@ -223,6 +230,9 @@ class ChargeStock {
     return TryLockShard(shards_, cpu_.CurrentShard(), rseq_);
   }
   void LockShard(int k) const { internal::LockShard(shards_, k, rseq_); }
+  // A few try-locks of shard k (a holder on another CPU releases within
+  // them); false if it stays busy. Never waits.
+  bool TryLockShardBriefly(int k) const;
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
   // One restartable sequence on this CPU's shard: find `group`'s slot and
@@ -240,7 +250,13 @@ class ChargeStock {
   // is inline; the scan of the others runs out of line, outside the
   // sequence's range (a preemption there clears the descriptor without an
   // abort), and re-enters it from the descriptor store with the found
-  // index: every check is then made again, on whatever CPU runs it.
+  // index: every check is then made again, on whatever CPU runs it. When
+  // that slot no longer holds the group there (a migration, or a slot
+  // change), the scan starts again from slot 0 on the CPU the re-entry
+  // read and enters a second copy of the sequence (its own descriptor,
+  // out of line), which gives up on a miss: resuming after the found
+  // index would miss the new CPU's lower slots and send a hit to the
+  // locked path. The hit path itself is unchanged by this.
   template <bool kConsume>
   RseqResult RseqUpdate(const Group* group, uint64_t n) {
     static_assert(sizeof(uint32_t) == sizeof(StockShard::nr_pages[0]));
@@ -251,12 +267,41 @@ class ChargeStock {
     // abort handler) lives in a writable data section, as in port/rseq.h;
     // the kernel clears rseq_cs on abort, so each attempt stores it. The
     // abort handler is preceded by glibc's RSEQ_SIG (x86), inside a ud1.
+    // The sequence's body: CPU id, shard, lock byte, slot r10, count,
+    // commit. MISS: where a slot that does not hold the group goes.
+#define UMEMCG_STOCK_SEQUENCE(MISS)                                     \
+  "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id, fixed until the commit */ \
+  "cmpl %[hit_shards], %%eax\n\t"                                       \
+  "jae %l[mismatch]\n\t"                                                \
+  "movl %%eax, %%r11d\n\t"                                              \
+  "shlq $8, %%r11\n\t" /* x kStride (256, above) */                     \
+  "addq %[base], %%r11\n\t"                                             \
+  "cmpb $0, %c[lock](%%r11)\n\t" /* the shard's lock byte */            \
+  "jne %l[mismatch]\n\t"                                                \
+  "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"                        \
+  "jne " MISS                                                           \
+  "\n\t"                                                                \
+  "movl %c[nr_pages](%%r11,%%r10,4), %%eax\n\t"                         \
+  ".if %c[consume]\n\t"                                                 \
+  "subq %[n], %%rax\n\t"                                                \
+  "jb %l[mismatch]\n\t" /* short: no partial use */                     \
+  ".else\n\t"                                                           \
+  "addl %k[n], %%eax\n\t"    /* n <= kMaxBatch: no carry */             \
+  "cmpl %[batch], %%eax\n\t" /* the group's batch, read inside */       \
+  "ja %l[mismatch]\n\t"                                                 \
+  ".endif\n\t"                                                          \
+  "movl %%eax, %c[nr_pages](%%r11,%%r10,4)\n\t" /* the commit */
     asm goto(
         ".pushsection __rseq_cs, \"aw?\"\n\t"
         ".balign 32\n\t"
         "3:\n\t"
         ".long 0x0, 0x0\n\t"
         ".quad 1f, (2f - 1f), 4f\n\t"
+        // The second sequence's (out of line, below).
+        ".balign 32\n\t"
+        "5:\n\t"
+        ".long 0x0, 0x0\n\t"
+        ".quad 11f, (12f - 11f), 4f\n\t"
         ".popsection\n\t"
         "cmpl $0, %[hit_shards]\n\t"  // rseq commits off: never enter
         "je %l[mismatch]\n\t"
@@ -264,36 +309,34 @@ class ChargeStock {
         "8:\n\t"
         "leaq 3b(%%rip), %%rcx\n\t"
         "movq %%rcx, %%fs:8(%[off])\n\t"  // rseq_cs: the sequence starts
-        "1:\n\t"
-        "movl %%fs:4(%[off]), %%eax\n\t"  // cpu_id, fixed until the commit
-        "cmpl %[hit_shards], %%eax\n\t"
-        "jae %l[mismatch]\n\t"
-        "movl %%eax, %%r11d\n\t"
-        "shlq $8, %%r11\n\t"  // x kStride (256, above)
-        "addq %[base], %%r11\n\t"
-        "cmpb $0, %c[lock](%%r11)\n\t"  // the shard's lock byte
-        "jne %l[mismatch]\n\t"
-        "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"
-        "jne 7f\n\t"
-        "movl %c[nr_pages](%%r11,%%r10,4), %%eax\n\t"
-        ".if %c[consume]\n\t"
-        "subq %[n], %%rax\n\t"
-        "jb %l[mismatch]\n\t"  // short: no partial use
-        ".else\n\t"
-        "addl %k[n], %%eax\n\t"     // n <= kMaxBatch: no carry
-        "cmpl %[batch], %%eax\n\t"  // the group's batch, read inside
-        "ja %l[mismatch]\n\t"
-        ".endif\n\t"
-        "movl %%eax, %c[nr_pages](%%r11,%%r10,4)\n\t"  // the commit
+        "1:\n\t" UMEMCG_STOCK_SEQUENCE("7f")
         "2:\n\t"
         // The rest of the slot scan, out of line and outside the sequence.
         ".pushsection .text.unlikely, \"ax?\"\n\t"
         "7:\n\t"
+        "testl %%r10d, %%r10d\n\t"  // slot 0 missed: scan from slot 1
+        "jz 9f\n\t"
+        // A re-entry whose found slot no longer holds the group (a
+        // migration, or the slot changed): this CPU's slots from 0, then
+        // the second sequence, which gives up on a miss.
+        "movl $-1, %%r10d\n\t"
+        "10:\n\t"
         "incl %%r10d\n\t"
         "cmpl %[slots], %%r10d\n\t"
         "jae %l[mismatch]\n\t"
         "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"
-        "jne 7b\n\t"
+        "jne 10b\n\t"
+        "leaq 5b(%%rip), %%rcx\n\t"
+        "movq %%rcx, %%fs:8(%[off])\n\t"
+        "11:\n\t" UMEMCG_STOCK_SEQUENCE("%l[mismatch]")
+        "12:\n\t"
+        "jmp 2b\n\t"
+        "9:\n\t"
+        "incl %%r10d\n\t"
+        "cmpl %[slots], %%r10d\n\t"
+        "jae %l[mismatch]\n\t"
+        "cmpq %[group], %c[cached](%%r11,%%r10,8)\n\t"
+        "jne 9b\n\t"
         "jmp 8b\n\t"
         ".popsection\n\t"
         ".pushsection __rseq_failure, \"ax?\"\n\t"
@@ -311,6 +354,7 @@ class ChargeStock {
         [lock] "i"(offsetof(StockShard, lock)), [consume] "i"(kConsume ? 1 : 0)
         : "memory", "cc", "rax", "rcx", "r10", "r11"
         : aborted, mismatch);
+#undef UMEMCG_STOCK_SEQUENCE
     return RseqResult::kCommitted;
   aborted:
     return RseqResult::kAborted;

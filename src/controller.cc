@@ -167,7 +167,9 @@ Controller::Controller(ControllerOptions options, ControllerInfo info)
 Controller::~Controller() {
   // First: no fork may take this controller's locks while it goes away.
   internal::UnregisterForFork(fork_handler_.get());
-  // Observers (mounts, servers) stop using the controller first.
+  // Observers (mounts, servers) stop using the controller first. No
+  // charge runs any more, so RaiseEvent's view goes with them.
+  event_observers_.store(nullptr, std::memory_order_relaxed);
   if (auto observers = internal::ForkSafeExchange(observers_, nullptr)) {
     for (const auto& o : *observers) o->OnControllerDestroy();
   }
@@ -209,20 +211,22 @@ Controller::~Controller() {
 }
 
 void Controller::AddObserver(std::shared_ptr<ControllerObserver> observer) {
+  std::vector<std::shared_ptr<const void>> freed;  // after the unlock
   std::lock_guard<std::mutex> lock(observers_mu_);
   auto list = std::make_shared<ObserverList>();
   if (auto old = internal::ForkSafeLoad(observers_)) *list = *old;
   list->push_back(std::move(observer));
-  (void)internal::ForkSafeExchange(observers_, std::move(list));
+  freed = internal::ControllerImpl::PublishObservers(*this, std::move(list));
 }
 
 void Controller::RemoveObserver(const ControllerObserver* observer) {
+  std::vector<std::shared_ptr<const void>> freed;  // after the unlock
   std::lock_guard<std::mutex> lock(observers_mu_);
   auto list = std::make_shared<ObserverList>();
   if (auto old = internal::ForkSafeLoad(observers_)) *list = *old;
   std::erase_if(*list, [&](const auto& o) { return o.get() == observer; });
-  (void)internal::ForkSafeExchange(observers_,
-                                   list->empty() ? nullptr : std::move(list));
+  freed = internal::ControllerImpl::PublishObservers(
+      *this, list->empty() ? nullptr : std::move(list));
 }
 
 namespace internal {

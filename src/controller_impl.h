@@ -122,7 +122,18 @@ class ControllerImpl {
 
   // memcg_memory_event(): local, then hierarchical up to (not incl.) root;
   // `count` occurrences at once (one callback per level).
+  // No lock, no allocation: async-signal-safe (events.cc).
   static void RaiseEvent(Group* g, MemoryEvent event, uint64_t count = 1);
+  // Publishes `list` as the controller's observers (null: none) and
+  // retires the old list. REQUIRES: c.observers_mu_ held. Returns what may
+  // be freed now, to destroy after unlocking.
+  static std::vector<std::shared_ptr<const void>> PublishObservers(
+      Controller& c, std::shared_ptr<const Controller::ObserverList> list);
+  // Keeps `old` (an object RaiseEvent may be using) until no RaiseEvent
+  // is in flight. REQUIRES: c.observers_mu_ held. Returns what may be
+  // freed now, to destroy after unlocking.
+  static std::vector<std::shared_ptr<const void>> RetireForEvents(
+      Controller& c, std::shared_ptr<const void> old);
 
   // try_to_free_mem_cgroup_pages(): asks the subtree's reclaimers for `n`
   // pages, honouring effective min/low. Returns pages reclaimed.

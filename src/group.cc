@@ -59,6 +59,9 @@ Group::Group(Controller* controller, Group* parent, std::string name,
 Group::~Group() {
   internal::Psi::Destroy(psi_);
   internal::GroupStats::Destroy(stats_);
+  // No RaiseEvent can reach this group any more (it needs a reference to
+  // the group or a descendant).
+  delete event_callback_.load(std::memory_order_relaxed);
 }
 
 void Group::Put() {
@@ -95,34 +98,7 @@ size_t Group::NumChildren() const {
   return nr_children_;
 }
 
-// ---- Events ----
-
-void internal::ControllerImpl::RaiseEvent(Group* g, MemoryEvent event,
-                                          uint64_t count) {
-  const int e = static_cast<int>(event);
-  g->events_local_[e].fetch_add(count, std::memory_order_relaxed);
-  if (auto cb = internal::ForkSafeLoad(g->event_callback_); cb && *cb)
-    (*cb)(*g, event, true);
-  const bool local_only = g->controller_->info().local_events;
-  // Hierarchical counts stop below the root.
-  for (Group* m = g; m != nullptr && !m->is_root(); m = m->parent_) {
-    m->events_[e].fetch_add(count, std::memory_order_relaxed);
-    if (auto cb = internal::ForkSafeLoad(m->event_callback_); cb && *cb) {
-      (*cb)(*m, event, false);
-    }
-    if (local_only) break;
-  }
-  if (auto observers = internal::ForkSafeLoad(g->controller_->observers_)) {
-    for (const auto& o : *observers) o->OnMemoryEvent(*g, event);
-  }
-}
-
-void Group::SetEventCallback(EventCallback callback) {
-  (void)internal::ForkSafeExchange(
-      event_callback_,
-      callback ? std::make_shared<const EventCallback>(std::move(callback))
-               : nullptr);
-}
+// ---- Events (RaiseEvent, SetEventCallback: events.cc) ----
 
 void Group::SetOomHandler(OomHandler handler) {
   (void)internal::ForkSafeExchange(

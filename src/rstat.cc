@@ -19,9 +19,17 @@
 //     over its threshold.
 //  3. Counts (residue, chunked) are only ever added to linked blocks, and
 //     a flush pass that unlinks a block resets them: an unlinked block
-//     holds no count and no delta. An update is added before it is
-//     counted, so a pass in between over-counts it (safe), never the
-//     reverse.
+//     holds no count and no delta. A pass that unlinks (g, k) folds g's
+//     delta into g's aggregate and its parent's pending values, and the
+//     node holding a delta in its pending values stays linked on the
+//     delta's CPU until a pass over it folds them further up (linked
+//     nodes' ancestors are linked). So "unlinked" means folded into g,
+//     not into its ancestors: a subtree flush of g (a reader's, or the
+//     removal flushes) leaves the update pending at the lowest ancestor
+//     still linked on k. An update is added before it is counted; a count
+//     that finds g unlinked goes to that ancestor and above (CountLocked),
+//     and one that finds it still linked over-counts what a pass in
+//     between folded (safe), never the reverse.
 //  4. Direct-path updates go straight into the aggregates and need no
 //     count.
 
@@ -430,14 +438,35 @@ void Rstat::CountLocked(GroupStats* g, GroupStats* from, int k, uint64_t m) {
   StatShard& sh = shards_[k];
   sh.NoteLocked();
   StatCpu* c = g->block(k);
-  if (c->linked()) {  // else a pass folded the update (invariant 3)
-    const uint64_t epoch = sh.pass_epoch.load(std::memory_order_relaxed);
+  const uint64_t epoch = sh.pass_epoch.load(std::memory_order_relaxed);
+  if (c->linked()) {
     c->linked_epoch.store(epoch, std::memory_order_relaxed);
     if (from != nullptr) {
       CountUpdate(from, k, m);
     } else if (CountGlobal(sh, m)) {
       c->stopped_epoch.store(epoch, std::memory_order_relaxed);
     }
+  } else if (from != nullptr) {
+    // A pass unlinked g since the add and folded the update into g's
+    // aggregate, but possibly only g's subtree (a subtree flush, or the
+    // removal flushes): the update then waits in the pending values of a
+    // node still linked here (invariant 3), whose count and its
+    // ancestors' never had it. Count from the lowest level at or above
+    // `from` still linked here (every level above a linked one is
+    // linked); none linked: a whole-tree pass folded it. Over-counts the
+    // levels the update already reached, which their next flush clears.
+    // The epochs of g's unlinked block stay: a stop or link recorded on
+    // it would let later rseq adds skip the lock while it is unlinked.
+    GroupStats* a = from;
+    while (a != nullptr && !a->block(k)->linked()) a = a->parent_;
+    if (a != nullptr) CountUpdate(a, k, m);
+  } else {
+    // kGlobalWholeTree: the global count is lowered only by whole-tree
+    // passes, so the update needs it while the root is linked here (its
+    // ancestors' blocks exist: g's first update here linked them).
+    GroupStats* root = g;
+    while (root->parent_ != nullptr) root = root->parent_;
+    if (root->block(k)->linked()) CountGlobal(sh, m);
   }
   sh.lock.unlock();
 }

@@ -360,7 +360,9 @@ class Rstat {
   // forgotten (never joined) and a new flusher starts on the child's first
   // flush or flushing read (FlushSubtree, FlushIfNeeded,
   // FlushRatelimited), not in the handler, so a child that only execs
-  // pays nothing.
+  // pays nothing. With rseq commits the child also records a stop of every
+  // count (fork_stops_): another thread of the parent may have been
+  // between an add and its count.
   void PrepareFork();
   void ParentAfterFork();
   void ChildAfterFork();
@@ -425,9 +427,11 @@ class Rstat {
   // the block's linked_epoch has, else under the lock (CountLocked).
   void CountRseq(GroupStats* g, size_t i, int64_t delta, uint32_t cpu);
   // Counts an update of `g` already added on shard k, from level `from`
-  // (kGlobalWholeTree: the global count) under the shard lock; when the
-  // lock is busy records a stop instead. Nothing when g's block was
-  // unlinked meanwhile (a flush pass folded the update).
+  // (null: kGlobalWholeTree's global count) under the shard lock; when the
+  // lock is busy records a stop instead. When a pass unlinked g's block
+  // meanwhile, counts from the lowest level at or above `from` still
+  // linked on k (the global count: if the root is linked on k), where the
+  // folded update may still wait (invariant 3 in rstat.cc).
   void CountLocked(GroupStats* g, GroupStats* from, int k, uint64_t m);
   // REQUIRES: shard k locked. Counts from `from` up.
   void CountUpdate(GroupStats* from, int k, uint64_t m) {
@@ -540,6 +544,9 @@ class Rstat {
   // kGlobalWholeTree: the global pending count (stats_flush_threshold).
   alignas(kCacheLineSize) std::atomic<uint64_t> global_updates_{0};
   StopRecord global_stops_;  // as GroupStats::stops_, for the global count
+  // A stop of every count, recorded in a fork child (ChildAfterFork) and
+  // cleared by the first whole-tree flush that started after it.
+  StopRecord fork_stops_;
   GroupStats* root_ = nullptr;
 
   std::atomic<uint64_t> flush_callbacks_{0};

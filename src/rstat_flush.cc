@@ -70,6 +70,8 @@ void Rstat::FlushSubtree(GroupStats* g) {
   const uint64_t stops_seen = g->stops_.stopped.load(std::memory_order_acquire);
   const uint64_t global_stops_seen =
       global_stops_.stopped.load(std::memory_order_acquire);
+  const uint64_t fork_stops_seen =
+      fork_stops_.stopped.load(std::memory_order_acquire);
   const bool whole_tree = g->parent_ == nullptr;
   for (int k = 0; k < shards_.size(); ++k) {
     if (before_pass_hook_ != nullptr) before_pass_hook_(before_pass_arg_, k);
@@ -129,6 +131,7 @@ void Rstat::FlushSubtree(GroupStats* g) {
   if (mode_ == StatsFlushMode::kGlobalWholeTree && whole_tree) {
     global_stops_.Clear(global_stops_seen);
   }
+  if (whole_tree) fork_stops_.Clear(fork_stops_seen);
   // Relaxed: a timestamp for the bound report and the rate limit.
   g->last_flush_ns_.store(clock_->Now().count(), std::memory_order_relaxed);
   // Without a flusher thread, a reader's flush (off the hot path) tops up
@@ -149,7 +152,8 @@ uint64_t Rstat::Pending(const GroupStats* g, bool* exceeded) const {
       pending += shards_[k].global_residue.load(std::memory_order_acquire);
     }
     const uint64_t global = global_updates_.load(std::memory_order_acquire);
-    *exceeded = global > threshold_ || !global_stops_.clear();
+    *exceeded =
+        global > threshold_ || !global_stops_.clear() || !fork_stops_.clear();
     return pending + global;
   }
   for (int k = 0; k < shards_.size(); ++k) {
@@ -160,13 +164,15 @@ uint64_t Rstat::Pending(const GroupStats* g, bool* exceeded) const {
     }
   }
   const uint64_t updates = g->updates();
-  *exceeded = updates > threshold_ || !g->stops_.clear();
+  *exceeded =
+      updates > threshold_ || !g->stops_.clear() || !fork_stops_.clear();
   return pending + updates;
 }
 
 bool Rstat::NeedsFlush(const GroupStats* g) const {
   // Relaxed: a trigger; a stale read costs one flush more or one later.
   // The O(1) test first: a hot group is usually over its threshold.
+  if (!fork_stops_.clear()) return true;
   if (mode_ == StatsFlushMode::kGlobalWholeTree) {
     if (global_updates_.load(std::memory_order_relaxed) > threshold_ ||
         !global_stops_.clear()) {
@@ -185,7 +191,10 @@ bool Rstat::NeedsFlush(const GroupStats* g) const {
 void Rstat::FlushIfNeeded(GroupStats* g) {
   RestartFlusherIfForked();
   if (!NeedsFlush(g)) return;
-  FlushSubtree(mode_ == StatsFlushMode::kGlobalWholeTree ? root_ : g);
+  // The fork stop is cleared only by a whole-tree flush.
+  const bool whole = mode_ == StatsFlushMode::kGlobalWholeTree ||
+                     (root_ != nullptr && !fork_stops_.clear());
+  FlushSubtree(whole ? root_ : g);
 }
 
 void Rstat::FlushRatelimited(GroupStats* g) {
@@ -241,6 +250,13 @@ void Rstat::ParentAfterFork() {
 }
 
 void Rstat::ChildAfterFork() {
+  // A thread of the parent between an rseq add and its count (CountRseq)
+  // does not exist here: its add is in a linked block, uncounted at every
+  // level. Until a whole-tree flush folds every linked block, readers get
+  // no bound (and flush). The locked path adds and counts under the shard
+  // lock, which the prepare handler took, so only rseq adds can be
+  // caught half done.
+  if (rseq_) fork_stops_.stopped.fetch_add(1, std::memory_order_release);
   for (int k = shards_.size() - 1; k >= 0; --k) {
     // A flusher's announcement belonged to a thread of the parent.
     shards_[k].flusher_waiting.store(false, std::memory_order_relaxed);

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -152,6 +154,41 @@ TEST(StatsRseqTest, HotUpdatesCommitWithoutTheLock) {
 }
 
 // The locked path is what stats_rseq = false takes: every update locks.
+// A thread of the parent may be between an rseq add and its count when
+// another thread forks; it does not exist in the child, so its add is in a
+// linked block with no count anywhere. The child therefore publishes no
+// bound (exceeded) until a whole-tree flush has folded every linked
+// block; a threshold read of any group (Stat, MemoryStat) does that
+// flush.
+TEST(StatsRseqTest, ForkChildPublishesNoBoundUntilAWholeTreeFlush) {
+  auto ctrl = RealController(true);
+  ASSERT_TRUE(ctrl);
+  SKIP_WITHOUT_STATS_RSEQ(ctrl);
+  GroupRef leaf = Chain(*ctrl, 2);
+  leaf->CountEvent(StatItem::kPgfault, 3);
+  ctrl->FlushAllStats();
+  ASSERT_FALSE(leaf->StatBound().exceeded);
+  ASSERT_FALSE(ctrl->root().StatBound().exceeded);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 0;
+    if (!leaf->StatBound().exceeded) rc |= 1;
+    if (!ctrl->root().StatBound().exceeded) rc |= 2;
+    // A threshold reader flushes: the whole tree, for the fork's stop.
+    if (leaf->Stat(StatItem::kPgfault) != 3) rc |= 4;
+    if (leaf->StatBound().exceeded) rc |= 8;
+    if (ctrl->root().StatBound().exceeded) rc |= 16;
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent is unaffected.
+  EXPECT_FALSE(leaf->StatBound().exceeded);
+}
+
 TEST(StatsRseqTest, StatsRseqFalseTakesTheLockEveryTime) {
   auto ctrl = RealController(false);
   ASSERT_TRUE(ctrl);
@@ -287,6 +324,120 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(p.param.rseq ? "Rseq" : "Locked") +
              (p.param.mode == StatsFlushMode::kPerGroupSubtree ? "PerGroup"
                                                                : "Global");
+    });
+
+// ---- The bound under subtree-only flushes ----
+
+struct SubtreeParam {
+  StatsFlushMode mode;
+  bool one_cpu;  // writer and flusher pinned to one CPU, else free
+};
+
+class StatsSubtreeFlushBoundTest
+    : public ::testing::TestWithParam<SubtreeParam> {};
+
+// One writer under a leaf y (root/a/y) and one flusher that flushes only
+// y's subtree. A flush of y that lands between a writer's rseq add and
+// its count folds the add into a's pending values without counting it at
+// a or the root, so the count of every ancestor must take it (else their
+// published bound under-states by it). Checked at quiescence after each
+// round, for a and the root, while their counts stay under the threshold
+// (so a bound is published). On one CPU the flusher sleeps between
+// flushes, so each wakeup preempts the writer at a random point.
+TEST_P(StatsSubtreeFlushBoundTest, AncestorsBoundHoldsAtQuiescence) {
+  ControllerOptions o;
+  o.cpu_source = CpuSource::kAuto;
+  o.stats_flush_period = std::chrono::nanoseconds(0);
+  o.stats_flush_mode = GetParam().mode;
+  o.batch = 1024;  // a threshold of 1024 x nr_cpus: long rounds
+  auto made = Controller::Create(std::move(o));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<Controller> ctrl = std::move(made).value();
+  SKIP_WITHOUT_STATS_RSEQ(ctrl);
+  const std::vector<int> cpus = AllowedCpus();
+  const bool one_cpu = GetParam().one_cpu;
+  GroupRef a = ctrl->CreateGroup(ctrl->root(), "a").value();
+  GroupRef y = ctrl->CreateGroup(*a, "y").value();
+  const uint64_t threshold = StatsTestPeer::rstat(*ctrl).threshold();
+  // Half the threshold per round: the ancestors' counts (never lowered by
+  // y's flushes) stay under it, over-counts included.
+  const int64_t per_round = static_cast<int64_t>(threshold / 2);
+  constexpr int kRounds = 100;
+  constexpr int kSpin = 100;
+  std::atomic<int> spin{0};
+  int violations = 0;
+  int checked = 0;
+  int64_t total = 0;
+  std::string first;
+  for (int round = 0; round < kRounds; ++round) {
+    std::atomic<bool> writing{true};
+    std::atomic<bool> flushing{false};
+    std::thread flusher([&] {
+      if (one_cpu) PinTo(cpus[0]);
+      flushing.store(true);
+      while (writing.load()) {
+        y->FlushStats();
+        if (one_cpu) {
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+    std::thread writer([&] {
+      if (one_cpu) PinTo(cpus[0]);
+      while (!flushing.load()) std::this_thread::yield();
+      for (int64_t n = 0; n < per_round; ++n) {
+        y->CountEvent(StatItem::kPgfault, 1);
+        // Spread the round over many flushes (each pass of the flusher
+        // can land in one update's window).
+        // Relaxed: busy work only.
+        for (int s = 0; s < kSpin; ++s) {
+          spin.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      writing.store(false);
+    });
+    writer.join();
+    flusher.join();
+    total += per_round;
+    bool bad = false;
+    for (Group* g : {a.get(), &ctrl->root()}) {
+      const StatErrorBound b = g->StatBound();
+      if (b.exceeded) continue;
+      ++checked;
+      const int64_t v = g->StatFast(StatItem::kPgfault);
+      if (v + static_cast<int64_t>(b.pending) < total) {
+        bad = true;
+        if (first.empty()) {
+          first = "round " + std::to_string(round) + " " + g->path() +
+                  ": aggregate " + std::to_string(v) + " + pending " +
+                  std::to_string(b.pending) + " < " + std::to_string(total);
+        }
+      }
+    }
+    violations += bad ? 1 : 0;
+    // Exact again, and every count back to zero, for the next round.
+    ctrl->FlushAllStats();
+    ASSERT_EQ(ctrl->root().StatFast(StatItem::kPgfault), total);
+  }
+  RecordProperty("bounded_checks", checked);
+  EXPECT_EQ(violations, 0) << "of " << kRounds << " rounds; first: " << first;
+  EXPECT_GT(checked, 0);
+  Unpin(cpus);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, StatsSubtreeFlushBoundTest,
+    ::testing::Values(SubtreeParam{StatsFlushMode::kPerGroupSubtree, true},
+                      SubtreeParam{StatsFlushMode::kPerGroupSubtree, false},
+                      SubtreeParam{StatsFlushMode::kGlobalWholeTree, true},
+                      SubtreeParam{StatsFlushMode::kGlobalWholeTree, false}),
+    [](const ::testing::TestParamInfo<SubtreeParam>& p) {
+      return std::string(p.param.mode == StatsFlushMode::kPerGroupSubtree
+                             ? "PerGroup"
+                             : "Global") +
+             (p.param.one_cpu ? "OneCpu" : "Free");
     });
 
 // ---- Per-CPU block pools ----

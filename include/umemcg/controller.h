@@ -121,7 +121,8 @@ class UMEMCG_EXPORT ControllerObserver {
   virtual ~ControllerObserver() = default;
   // After an event counter of `group` (where the event was raised) and of
   // its ancestors changed; called on the raising thread, which may be
-  // charging: must be quick, must not block, allocate or charge.
+  // charging: must be quick, must not block, allocate or charge, and be
+  // async-signal-safe if the application charges from signal handlers.
   virtual void OnMemoryEvent(Group& group, MemoryEvent event) {
     (void)group;
     (void)event;
@@ -483,11 +484,19 @@ class UMEMCG_EXPORT Controller {
   // Serializes OOM handling (kernel: oom_lock).
   std::mutex oom_mu_;
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
-  // Attached observers, replaced whole (copy on write) under observers_mu_;
-  // read by RaiseEvent (a slow path) without the mutex.
+  // Attached observers, replaced whole (copy on write) under observers_mu_
+  // (which also guards the event callbacks' retired list below); read by
+  // the controller's other notifications (offline, freed, destroy).
   using ObserverList = std::vector<std::shared_ptr<ControllerObserver>>;
   std::mutex observers_mu_;
   std::atomic<std::shared_ptr<const ObserverList>> observers_;
+  // RaiseEvent's lock-free view (events.cc): the list observers_ holds, a
+  // count of RaiseEvent calls in flight, and the lists and group event
+  // callbacks replaced while one may still be using them (guarded by
+  // observers_mu_; freed once no RaiseEvent is in flight).
+  std::atomic<const ObserverList*> event_observers_{nullptr};
+  std::atomic<uint64_t> event_readers_{0};
+  std::vector<std::shared_ptr<const void>> retired_for_events_;
   // Every group's memory.peak watchers (kernel: peaks_lock).
   std::mutex peaks_mu_;
 

@@ -261,7 +261,9 @@ using OomHandler = std::function<OomOutcome(const OomContext&)>;
 // on the group the event was raised on (memory.events.local), and with
 // local = false on it and each ancestor whose hierarchical count changed
 // (memory.events). Called on the charging thread; must be quick and must
-// not charge to the group.
+// not charge to the group. A charge that cannot block may run in a signal
+// handler (docs/architecture.md, Decisions): its callbacks then run there,
+// so they must be async-signal-safe if the application charges from one.
 using EventCallback =
     std::function<void(Group& group, MemoryEvent event, bool local)>;
 
@@ -602,6 +604,11 @@ class UMEMCG_EXPORT alignas(64) Group {
   std::atomic<int64_t> batch_event_ns_{0};
   std::atomic<int64_t> batch_interval_ns_{INT64_C(10000000)};
   std::atomic<bool> batch_policy_busy_{false};
+  // A shrink's TrimGroup skipped a busy stock shard (a charge from a
+  // signal handler that interrupted its thread's stock operation, or a
+  // preempted holder): the next batch event of the group trims again.
+  // Relaxed: a flag; the trim itself orders through the shard locks.
+  std::atomic<bool> trim_pending_{false};
 
   // Events: written only on slow paths (limits, reclaim, OOM). Relaxed:
   // independent counters that publish no other data.
@@ -610,7 +617,11 @@ class UMEMCG_EXPORT alignas(64) Group {
 
   // Callbacks, replaced atomically; read on slow paths only.
   std::atomic<std::shared_ptr<const OomHandler>> oom_handler_;
-  std::atomic<std::shared_ptr<const EventCallback>> event_callback_;
+  // Owned (deleted by ~Group, or retired by SetEventCallback until no
+  // RaiseEvent can still use it); a raw pointer so that RaiseEvent reads
+  // it with no lock (it runs in charges that must not block, signal
+  // handlers included: see events.cc).
+  std::atomic<const EventCallback*> event_callback_{nullptr};
 
   // memory.peak handles that have written (per-handle peaks), guarded by
   // the controller's peaks_mu_ (kernel: peaks_lock). Only file operations
