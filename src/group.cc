@@ -50,14 +50,14 @@ Group::Group(Controller* controller, Group* parent, std::string name,
       stats_(internal::GroupStats::Create(
           controller->rstat_.get(),
           parent != nullptr ? parent->stats_ : nullptr)),
-      psi_(internal::Psi::Create(controller->clock_)),
       // The root is never cached (charging it is a no-op).
       batch_(parent != nullptr ? controller->stock_->batch() : 0) {
+  internal::Psi::Prepare();  // never first on a charge path (psi.h)
   if (parent_ != nullptr) parent_->Get();
 }
 
 Group::~Group() {
-  internal::Psi::Destroy(psi_);
+  internal::Psi::Destroy(psi_.load(std::memory_order_relaxed));
   internal::GroupStats::Destroy(stats_);
   // No RaiseEvent can reach this group any more (it needs a reference to
   // the group or a descendant).

@@ -185,6 +185,10 @@ class SleepyReclaimer : public Reclaimer {
 struct Stalling {
   explicit Stalling(TestController& t, const std::string& path = "g")
       : g(t.Make(path)), r(g.get(), &t.clock) {
+    // A read makes the group's pressure state before its first charge, so
+    // every charger from here on is known (psi.h: made on first need; a
+    // non-blocking charge before then holds `full` off for two periods).
+    (void)ReadPressure(*g);
     EXPECT_TRUE(g->SetMax(Pages(100)).ok());
     EXPECT_TRUE(g->AddReclaimer(&r).ok());
     EXPECT_TRUE(r.Fill(100));
@@ -385,6 +389,33 @@ TEST(PsiTest, FullNeedsEveryChargerStalled) {
   EXPECT_EQ(p.some.total_us, 1'500'000u);
   EXPECT_EQ(p.full.total_us, 500'000u);
   s.g->UnchargeDirect(Pages(1));
+}
+
+// The state is made on first need: a thread that only charged without
+// blocking before then is not known, so `full` is held off (never over-
+// stated) for the period the state was made in and the next.
+TEST(PsiTest, ChargersBeforeTheStateHoldFullOff) {
+  TestController t(Batch1());
+  GroupRef g = t.Make("lazy");
+  SleepyReclaimer r(g.get(), &t.clock);
+  ASSERT_TRUE(g->SetMax(Pages(100)).ok());
+  ASSERT_TRUE(g->AddReclaimer(&r).ok());
+  ASSERT_TRUE(r.Fill(100));  // non-blocking charges, no state yet
+  r.set_stall(milliseconds(500));
+  ASSERT_TRUE(g->TryCharge(Pages(1)).ok());  // stalls 0.5 s
+  g->UnchargeDirect(Pages(1));
+  PressureStats p = ReadPressure(*g);
+  EXPECT_EQ(p.some.total_us, 500'000u);
+  EXPECT_EQ(p.full.total_us, 0u);
+  // Two periods on, the unknown chargers have aged out.
+  t.clock.Advance(milliseconds(4100));
+  ASSERT_TRUE(r.Fill(100 - g->usage().raw()));
+  ASSERT_TRUE(g->TryCharge(Pages(1)).ok());
+  g->UnchargeDirect(Pages(1));
+  p = ReadPressure(*g);
+  EXPECT_EQ(p.some.total_us, 1'000'000u);
+  EXPECT_EQ(p.full.total_us, 500'000u);
+  (void)g->RemoveReclaimer(&r);
 }
 
 TEST(PsiTest, PressureFileRoundTrips) {

@@ -71,6 +71,7 @@ class ControllerForkHandler;
 class ChildIndex;
 class ControllerImpl;
 class ObjStock;
+class Psi;
 class Rstat;
 class Srcu;
 class ScaleTestPeer;
@@ -425,6 +426,7 @@ class UMEMCG_EXPORT Controller {
   friend class ObjCgroup;
   friend class internal::ControllerImpl;
   friend class internal::ObjStock;
+  friend class internal::Psi;
   friend class internal::ScaleTestPeer;
   friend class internal::StatsTestPeer;
   friend class internal::StockDrainer;

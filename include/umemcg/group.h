@@ -563,9 +563,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   const int depth_;
   // Per-CPU and aggregated statistics (src/rstat.h); owned.
   internal::GroupStats* const stats_;
-  // Pressure stall state (src/psi/psi.h); owned. Written on slow paths
-  // only.
-  internal::GroupPressure* const psi_;
+  // Pressure stall state (src/psi/psi.h); owned. Made on first need (a
+  // charge that may block, a stall, a read or a trigger), so a group that
+  // is never charged that way costs a pointer; set once, never cleared.
+  std::atomic<internal::GroupPressure*> psi_{nullptr};
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};

@@ -101,11 +101,15 @@ uint64_t PsiCentiPercent(uint64_t avg) {
 
 GroupPressure::GroupPressure(Clock* c)
     : serial(next_serial.fetch_add(1, std::memory_order_relaxed)), clock(c) {
-  RegisterPsiForFork();
+  RegisterPsiForFork();  // done already by Prepare; a guard check here
+  // Made on first need, not with the group: the averages' period grid is
+  // anchored at the clock's zero instead of the group's creation, so it
+  // does not depend on when that need came (the kernel's starts at the
+  // group's creation; either phase is arbitrary to a reader).
   const int64_t now = clock->Now().count();
   state_start = now;
-  avg_last_update = now;
-  avg_next_update = now + kPsiPeriodNs;
+  avg_last_update = now - now % kPsiPeriodNs;
+  avg_next_update = avg_last_update + kPsiPeriodNs;
 }
 
 // The arithmetic on one group's state. REQUIRES: the group's mu held.
@@ -253,6 +257,7 @@ void Fire(const std::vector<std::shared_ptr<PsiTrigger>>& fire) {
 // Stall begin/end in g and every ancestor; `delta` +1 / -1.
 void Change(Group* g, int delta) {
   const uint64_t tid = ThreadId();
+  if (delta > 0) Psi::Ensure(g);  // a stall may block; StallEnd finds it
   // Small on-stack list: fires are rare, allocation only when one does.
   std::vector<std::shared_ptr<PsiTrigger>> fire;
   for (Group* m = g; m != nullptr; m = m->parent()) {
@@ -270,13 +275,29 @@ void Change(Group* g, int delta) {
 
 }  // namespace
 
+// Runs on every charge slow path, non-blocking ones included (a signal
+// handler's, or a jemalloc extent hook's under an allocator lock), so it
+// only try-locks: a busy guard (a fork in prepare) or a busy group lock (this
+// thread interrupted inside a section, or another thread in one) skips that
+// level's note and leaves the cache unset, so the next slow path notes again.
+// A skipped note can only make `full` read true a period early for that
+// level; `some` and the totals do not depend on it.
 void Psi::Announce(Group* g) {
   const uint64_t tid = ThreadId();
+  std::shared_lock<std::shared_mutex> guard(ForkGuard(), std::try_to_lock);
+  if (!guard.owns_lock()) return;
+  bool all = true;
   for (Group* m = g; m != nullptr; m = m->parent()) {
+    // Made for g implies made for every ancestor (Ensure goes up first).
     GroupPressure& p = *Of(m);
-    PsiSection lock(p);
+    std::unique_lock<std::mutex> lock(p.mu, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      all = false;
+      continue;
+    }
     PsiOps::Note(p, tid);
   }
+  if (!all) return;
   PsiThreadState& t = tls_psi;
   t.cache[t.next++ % std::size(t.cache)] = {Of(g)->serial, Seq(g)};
 }
@@ -284,8 +305,37 @@ void Psi::Announce(Group* g) {
 void Psi::StallBegin(Group* g) { Change(g, +1); }
 void Psi::StallEnd(Group* g) { Change(g, -1); }
 
+void Psi::Prepare() {
+  (void)ForkGuard();
+  RegisterPsiForFork();
+}
+
+GroupPressure& Psi::Ensure(Group* g) {
+  if (GroupPressure* p = Of(g)) return *p;
+  if (g->parent() != nullptr) Ensure(g->parent());
+  auto* fresh = new GroupPressure(g->controller_->clock_);
+  GroupPressure* expected = g->psi_.load(std::memory_order_acquire);
+  for (;;) {
+    if (Strip(expected) != nullptr) {  // another thread made it first
+      delete fresh;
+      return *Strip(expected);
+    }
+    // Chargers that were not noted (non-blocking charges before the
+    // state): `full` cannot be known until they have aged out, so it is
+    // held off for this period and the next, as for a full charger table.
+    fresh->overflow_seq = expected != nullptr ? 0 : UINT64_MAX;
+    // acq_rel: publishes the constructed state; acquire on failure: the
+    // winner's state is seen constructed.
+    if (g->psi_.compare_exchange_weak(expected, fresh,
+                                      std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      return *fresh;
+    }
+  }
+}
+
 PressureStats Psi::Read(Group* g) {
-  GroupPressure& p = *Of(g);
+  GroupPressure& p = Ensure(g);
   PressureStats out;
   std::vector<std::shared_ptr<PsiTrigger>> fire;
   {
@@ -431,7 +481,7 @@ Status Psi::Arm(const std::shared_ptr<PsiTrigger>& t) {
   if (!g->online()) {
     return Status(StatusCode::kFailedPrecondition, "group was removed");
   }
-  GroupPressure& p = *Of(g);
+  GroupPressure& p = Ensure(g);
   {
     PsiSection lock(p);
     const int64_t now = p.clock->Now().count();

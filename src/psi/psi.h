@@ -145,11 +145,40 @@ class Psi {
   static GroupPressure* Create(Clock* clock) {
     return new GroupPressure(clock);
   }
-  static void Destroy(GroupPressure* p) { delete p; }
+  static void Destroy(GroupPressure* raw) { delete Strip(raw); }
 
-  static GroupPressure* Of(const Group* g) { return g->psi_; }
+  // g's state, or null before its first need (acquire: pairs with
+  // Ensure's publication, so the state's fields are seen constructed).
+  static GroupPressure* Of(const Group* g) {
+    return Strip(g->psi_.load(std::memory_order_acquire));
+  }
+  // Before a state exists, psi_'s value 1 says that a non-blocking charge
+  // of the group was not noted: its chargers are not all known.
+  static GroupPressure* Strip(GroupPressure* raw) {
+    return reinterpret_cast<GroupPressure*>(reinterpret_cast<uintptr_t>(raw) &
+                                            ~uintptr_t{1});
+  }
+  // A non-blocking charge of a group without a state: mark it (once; a
+  // load, then one CAS the first time).
+  static void NoteUnknownCharger(Group* g) {
+    if (g->psi_.load(std::memory_order_relaxed) != nullptr) return;
+    GroupPressure* expected = nullptr;
+    // relaxed: only the mark's value matters; Ensure reads it in its CAS.
+    g->psi_.compare_exchange_strong(
+        expected, reinterpret_cast<GroupPressure*>(uintptr_t{1}),
+        std::memory_order_relaxed);
+  }
+  // g's state, made with its ancestors' first where missing. Allocates:
+  // only where the caller may block (never a non-blocking charge).
+  static GroupPressure& Ensure(Group* g);
+  // The process-wide pieces (the fork guard, the fork handler). Their
+  // first use allocates inside a function-local static's initialisation,
+  // which a charge from inside malloc (an arena's hook, an interposed
+  // malloc) could re-enter and hang on: so every group's constructor calls
+  // this, and no charge path is ever the first use.
+  static void Prepare();
   static uint64_t Seq(const Group* g) {
-    return g->psi_->seq.load(std::memory_order_relaxed);
+    return Of(g)->seq.load(std::memory_order_relaxed);
   }
   // Records the thread as a charger of g and its ancestors.
   static void Announce(Group* g);
@@ -163,8 +192,14 @@ class Psi {
 };
 
 // See the file comment.
-inline void PsiNoteCharger(Group* g) {
+// `may_block`: the charge may reclaim, so the group's state may be made
+// here; a non-blocking charge of a group without one notes nothing.
+inline void PsiNoteCharger(Group* g, bool may_block) {
   const GroupPressure* p = Psi::Of(g);
+  if (p == nullptr) {
+    if (!may_block) return Psi::NoteUnknownCharger(g);
+    p = &Psi::Ensure(g);
+  }
   const uint64_t seq = p->seq.load(std::memory_order_relaxed);
   for (const auto& e : tls_psi.cache) {
     if (e.serial == p->serial && e.seq == seq) return;
