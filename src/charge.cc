@@ -45,7 +45,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   // Pressure: this thread charges g (stalls below count there), and is
   // one of g's chargers (src/psi/psi.h).
   PsiChargeScope psi_charging(g);
-  PsiNoteCharger(g, HasFlag(flags, ChargeFlags::kMayReclaim));
+  PsiNoteCharger(g);
   const bool may_reclaim = HasFlag(flags, ChargeFlags::kMayReclaim);
   uint64_t batch = std::max<uint64_t>(static_cast<uint64_t>(g->batch()), n);
   int retries = kMaxReclaimRetries;

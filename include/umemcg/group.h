@@ -564,8 +564,8 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Per-CPU and aggregated statistics (src/rstat.h); owned.
   internal::GroupStats* const stats_;
   // Pressure stall state (src/psi/psi.h); owned. Made on first need (a
-  // charge that may block, a stall, a read or a trigger), so a group that
-  // is never charged that way costs a pointer; set once, never cleared.
+  // stall, a read or a trigger), so a group that never needs one costs a
+  // pointer; set once, never cleared (bit 0 alone: chargers unknown).
   std::atomic<internal::GroupPressure*> psi_{nullptr};
 
   std::atomic<bool> online_{true};

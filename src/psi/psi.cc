@@ -147,20 +147,22 @@ class PsiOps {
     const uint64_t seq = p.seq.load(std::memory_order_relaxed);
     int oldest = -1;
     for (int i = 0; i < p.nr_chargers; ++i) {
-      if (p.chargers[i].tid == tid) {
-        p.chargers[i].seq = seq;
+      if (p.chargers[i].tid == static_cast<uint32_t>(tid)) {
+        p.chargers[i].seq = static_cast<uint32_t>(seq);
         return;
       }
       if (oldest < 0 || p.chargers[i].seq < p.chargers[oldest].seq) oldest = i;
     }
     if (p.nr_chargers < P::kMaxChargers) {
-      p.chargers[p.nr_chargers++] = {tid, seq};
+      p.chargers[p.nr_chargers++] = {static_cast<uint32_t>(tid),
+                                     static_cast<uint32_t>(seq)};
       return;
     }
     if (p.chargers[oldest].seq + 1 >= seq) {
       p.overflow_seq = seq;  // more current chargers than slots
     }
-    p.chargers[oldest] = {tid, seq};
+    p.chargers[oldest] = {static_cast<uint32_t>(tid),
+                          static_cast<uint32_t>(seq)};
   }
 
   // Kernel update_averages() for one whole period ending at the boundary.

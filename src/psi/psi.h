@@ -103,10 +103,12 @@ class GroupPressure {
   const uint64_t serial;
 
   // The rest: psi.cc's, under mu (clock is constant).
-  static constexpr int kMaxChargers = 64;
+  // 16 entries of 8 bytes: the state's size matters (one per group that
+  // stalled or was read); with more current chargers `full` reads 0.
+  static constexpr int kMaxChargers = 16;
   struct Charger {
-    uint64_t tid;
-    uint64_t seq;
+    uint32_t tid;  // the low bits of the thread's id: unique for 2^32 threads
+    uint32_t seq;  // the period it last charged in (2^32 periods: 272 years)
   };
 
   std::mutex mu;
@@ -169,7 +171,7 @@ class Psi {
         std::memory_order_relaxed);
   }
   // g's state, made with its ancestors' first where missing. Allocates:
-  // only where the caller may block (never a non-blocking charge).
+  // only from a stall, a read or a trigger (never from a charge).
   static GroupPressure& Ensure(Group* g);
   // The process-wide pieces (the fork guard, the fork handler). Their
   // first use allocates inside a function-local static's initialisation,
@@ -192,14 +194,12 @@ class Psi {
 };
 
 // See the file comment.
-// `may_block`: the charge may reclaim, so the group's state may be made
-// here; a non-blocking charge of a group without one notes nothing.
-inline void PsiNoteCharger(Group* g, bool may_block) {
+// A group without a state (made at its first stall, read or trigger, not
+// by a charge: most groups never need one) is only marked: its chargers
+// until then are unknown.
+inline void PsiNoteCharger(Group* g) {
   const GroupPressure* p = Psi::Of(g);
-  if (p == nullptr) {
-    if (!may_block) return Psi::NoteUnknownCharger(g);
-    p = &Psi::Ensure(g);
-  }
+  if (p == nullptr) return Psi::NoteUnknownCharger(g);
   const uint64_t seq = p->seq.load(std::memory_order_relaxed);
   for (const auto& e : tls_psi.cache) {
     if (e.serial == p->serial && e.seq == seq) return;
