@@ -33,12 +33,11 @@ std::string Read(Group& g, std::string_view file) {
 TEST(FilesTest, RootHasOnlyTheRootFiles) {
   TestController t;
   GroupRef g = t.Make("g");
-  EXPECT_EQ(
-      t.ctrl->root().ListFiles(),
-      (std::vector<std::string>{"cgroup.controllers", "cgroup.subtree_control",
-                                "cgroup.stat", "memory.stat", "memory.reclaim",
-                                "memory.stock", "memory.stat_error",
-                                "memory.pressure"}));
+  EXPECT_EQ(t.ctrl->root().ListFiles(),
+            (std::vector<std::string>{
+                "cgroup.controllers", "cgroup.subtree_control", "cgroup.stat",
+                "memory.stat", "memory.reclaim", "memory.stock",
+                "memory.stat_error", "memory.pressure"}));
   EXPECT_EQ(g->ListFiles().size(), 18u);
   // cgroup.events is not on the root (CFTYPE_NOT_ON_ROOT).
   EXPECT_EQ(ErrnoOf(t.ctrl->root().ReadFile("cgroup.events").status().code()),

@@ -212,8 +212,7 @@ UMEMCG_C_EXPORT int umemcg_file_close(umemcg_file_t* file);
  * is armed) until it is closed. This sets *fired to 1 if the trigger fired
  * since the last call (clearing it; poll(2)'s POLLPRI), else 0. EINVAL
  * when no trigger is armed on the handle. */
-UMEMCG_C_EXPORT int umemcg_file_pressure_event(umemcg_file_t* file,
-                                               int* fired);
+UMEMCG_C_EXPORT int umemcg_file_pressure_event(umemcg_file_t* file, int* fired);
 
 /* ---- Callbacks ---- */
 
