@@ -277,9 +277,9 @@ using internal::ControllerImpl;
 // TryCharge and Uncharge start on a 64-byte boundary, so each one's hit
 // (about 100 bytes) always sits in the same two fetch lines. Left to the
 // linker's 16-byte default, where they land moves with every unrelated
-// change to the library: after such changes moved Uncharge from 16 to
-// 48 bytes past a line, the same instructions measured 12% slower in
-// BM_StockHitPair (mean over a sweep of stack positions); aligned, they
+// change to the library, and with it the stock-hit pair's time: the same
+// instructions measured up to 13% slower in BM_StockHitPair (mean over a
+// sweep of stack positions) after unrelated changes; aligned, they
 // measure as before (docs/benchmarks.md, "Code placement").
 [[gnu::aligned(64)]] ChargeResult Group::TryCharge(Pages n, ChargeFlags flags) {
   if (stock_->ConsumeHit(this, n.raw())) return {};
