@@ -120,6 +120,7 @@ void Controller::ReapImpl(ReapMode mode) {
   } else if (!lock.try_lock()) {
     return;  // the thread reaping now sees what we queued, or the next one
   }
+  reaps_run_.fetch_add(1, std::memory_order_relaxed);
   std::vector<FreedGroup> freed;
   {
     internal::DepthScope reaping(tls_charge.in_reap);
@@ -164,10 +165,19 @@ void Controller::ReapImpl(ReapMode mode) {
       }
       // Freeing may have queued parents and objcgs: go round again.
     }
-    // Relaxed: a hint for the charge slow path (ReapIfDue); the reap
-    // itself reads the lists under reap_mu_.
-    reap_waiting_.store(gp_waiting_ != nullptr || gp_current_ != nullptr,
-                        std::memory_order_relaxed);
+    // When a kAuto reap next has something to do. A grace period in
+    // progress is polled again after a 64th of the period (each poll may
+    // cost a membarrier); waiting groups are due at their period's end
+    // (kReapBatch of them would have started one above). Relaxed: a hint
+    // for the charge slow path (ReapIfDue); the reap itself reads the
+    // lists under reap_mu_.
+    int64_t next = INT64_MAX;
+    if (gp_current_ != nullptr) {
+      next = (clock_->Now() + ReapPeriod() / 64).count();
+    } else if (gp_waiting_ != nullptr) {
+      next = (gp_waiting_since_ + ReapPeriod()).count();
+    }
+    next_auto_reap_ns_.store(next, std::memory_order_relaxed);
   }
   lock.unlock();
   if (!freed.empty()) NotifyFreed(freed);
@@ -178,16 +188,18 @@ namespace internal {
 void ControllerImpl::ReapIfDue(Controller& c) {
   // Only without a flusher thread (which reaps every period), and only
   // where a charge may run reclaimers anyway (arbitrary code, so freeing
-  // here re-enters nothing that a reclaimer could not). Relaxed loads:
-  // hints; a stale one leaves the work to the next slow path or tree
-  // operation.
+  // here re-enters nothing that a reclaimer could not). Only when a reap
+  // has work: newly dead groups to queue, or the deadline the last reap
+  // left (ReapImpl) has passed; otherwise a slow path pays two loads, not
+  // a lock, two exchanges and a grace-period poll. Relaxed loads: hints; a
+  // stale one leaves the work to the next slow path or tree operation.
   if (c.info_.stats_flush_period.count() > 0 || tls_charge.in_reclaim > 0 ||
       tls_charge.in_tree_walk > 0) {
     return;
   }
-  if (c.to_free_.load(std::memory_order_relaxed) == nullptr &&
-      !c.reap_waiting_.load(std::memory_order_relaxed)) {
-    return;
+  if (c.to_free_.load(std::memory_order_relaxed) == nullptr) {
+    const int64_t next = c.next_auto_reap_ns_.load(std::memory_order_relaxed);
+    if (next == INT64_MAX || c.clock_->Now().count() < next) return;
   }
   c.ReapImpl(Controller::ReapMode::kAuto);
 }

@@ -34,6 +34,7 @@ class ScaleTestPeer {
     uint64_t siblings = 0;     // child entries compared
     uint64_t page_shards = 0;  // page-stock shards locked by drains
     uint64_t obj_shards = 0;   // object-stock shards locked by drains
+    uint64_t reaps = 0;        // reap passes (Controller::ReapImpl)
   };
   static Work Read(Controller& c) {
     Work w;
@@ -41,6 +42,7 @@ class ScaleTestPeer {
     w.siblings = c.siblings_visited_.load(std::memory_order_relaxed);
     w.page_shards = c.stock_->drained_shards();
     w.obj_shards = c.obj_stock_->drained_shards();
+    w.reaps = c.reaps_run_.load(std::memory_order_relaxed);
     return w;
   }
 };
@@ -555,6 +557,44 @@ TEST(ScaleTest, ObjectChargesRacingWithRemovalStayExactRealCpus) {
   // The rseq CPU source where available (the hit paths' restartable
   // sequences), else getcpu.
   RaceRemovalsWithObjects({}, 0);
+}
+
+// Without a flusher thread the charge slow path frees dying groups (issue
+// 33), but only once there is work: while fewer than kReapBatch wait for
+// their period to end, a slow path reaps nothing. Before, every slow path
+// took the reap lock, swapped both free lists and read the clock for as
+// long as a group waited (up to a period), and polled the grace period
+// (a membarrier) while one was in progress.
+TEST(ScaleTest, ChargeSlowPathsReapOnlyWhenThereIsWork) {
+  ControllerOptions o;
+  o.stats_flush_period = std::chrono::nanoseconds(0);  // no flusher
+  TestController t(o);
+  GroupRef p = t.Make("p");
+  GroupRef live = t.Make("live");
+  for (int i = 0; i < 3; ++i) {
+    GroupRef d = t.Make("p/d" + std::to_string(i));
+    ASSERT_TRUE(t.ctrl->RemoveGroup(*d).ok());
+  }
+  ASSERT_EQ(p->nr_dying_descendants(), 3);
+  const uint64_t before = ScaleTestPeer::Read(*t.ctrl).reaps;
+  for (int i = 0; i < 200; ++i) {  // 200 pages: past any stock, a slow path
+    ASSERT_TRUE(live->TryCharge(Pages(200)).ok());
+    live->UnchargeDirect(Pages(200));
+  }
+  EXPECT_LE(ScaleTestPeer::Read(*t.ctrl).reaps - before, 1u);
+  EXPECT_EQ(p->nr_dying_descendants(), 3);  // not due yet
+  // Past the period the next slow path frees them, in one pass or two.
+  t.clock.Advance(std::chrono::seconds(2));
+  ASSERT_TRUE(live->TryCharge(Pages(200)).ok());
+  live->UnchargeDirect(Pages(200));
+  EXPECT_EQ(p->nr_dying_descendants(), 0);
+  const uint64_t after_free = ScaleTestPeer::Read(*t.ctrl).reaps;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(live->TryCharge(Pages(200)).ok());
+    live->UnchargeDirect(Pages(200));
+  }
+  EXPECT_EQ(ScaleTestPeer::Read(*t.ctrl).reaps, after_free);
+  EXPECT_TRUE(t.errors.empty());
 }
 
 }  // namespace

@@ -534,8 +534,12 @@ class UMEMCG_EXPORT Controller {
   int nr_gp_waiting_ = 0;        // guarded by reap_mu_
   // When gp_waiting_ last went from empty to not (clock_ time).
   std::chrono::nanoseconds gp_waiting_since_{0};  // guarded by reap_mu_
-  // gp_waiting_ or gp_current_ not empty at the end of the last reap.
-  std::atomic<bool> reap_waiting_{false};
+  // When a kAuto reap next has work (clock_ time, ns), set at the end of
+  // each reap: the waiting groups' period end, or one poll interval on
+  // while a grace period is in progress; INT64_MAX when nothing waits. The
+  // charge slow path (ReapIfDue) reaps only past it or with to_free_ not
+  // empty. Relaxed: a hint, see ReapIfDue.
+  std::atomic<int64_t> next_auto_reap_ns_{INT64_MAX};
   Group* gp_current_ = nullptr;  // guarded by reap_mu_
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> underflows_{0};
@@ -545,6 +549,7 @@ class UMEMCG_EXPORT Controller {
   // Work done by tree operations, counted so that tests can prove it does
   // not grow with the tree. Relaxed: counters that publish nothing.
   std::atomic<uint64_t> objcgs_visited_{0};            // reparenting, freeing
+  std::atomic<uint64_t> reaps_run_{0};                 // ReapImpl passes
   mutable std::atomic<uint64_t> siblings_visited_{0};  // entries compared
 };
 
