@@ -168,6 +168,20 @@ std::atomic<bool> g_enabled{false};
 // their tcaches of dying arenas on their next operation.
 std::atomic<uint64_t> g_generation{1};
 std::atomic<int> g_live_arenas{0};
+// Arenas marked dying and not yet destroyed. A thread's exit looks for
+// arenas to destroy (its thread caches may have been the last users) only
+// when there are some: otherwise every exit would refresh jemalloc's
+// statistics and scan every arena slot under g_mu. Written under g_mu.
+std::atomic<int> g_dying_arenas{0};
+// Marks `a` dying (once). g_mu held. The fence pairs with OnThreadExit's:
+// either the marker's MaybeDestroy sees the exiting thread's tcache gone,
+// or the exiting thread sees the count and destroys the arena itself.
+void MarkDying(ArenaState& a) {
+  if (!a.dying.exchange(true, std::memory_order_acq_rel)) {
+    g_dying_arenas.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 struct Binding {
   unsigned arena = 0;  // 0: unaccounted
   bool shared = false;
@@ -297,9 +311,10 @@ void* HookAlloc(extent_hooks_t*, void* new_addr, size_t size, size_t alignment,
   if (base + span > ret + len) {
     munmap(reinterpret_cast<void*>(ret + len), base + span - (ret + len));
   }
-  // The tail [ret + size, ret + len) stays reserved (never touched) so the
-  // chunk is ours alone; unmapped with the arena's last extent... it is
-  // not known to jemalloc, so it stays until exit (virtual memory only).
+  // The tail [ret + size, ret + len) stays mapped but is never touched, so
+  // the chunk is ours alone. jemalloc does not know it, so HookDestroy
+  // (which unmaps the extent only) leaves it until exit: address space,
+  // no pages.
   const uint32_t tag =
       g_arenas[arena_ind % kMaxArenas].tag.load(std::memory_order_relaxed);
   // Before the arena is published (its metadata) the tag is 0: the chunk
@@ -309,8 +324,7 @@ void* HookAlloc(extent_hooks_t*, void* new_addr, size_t size, size_t alignment,
     return nullptr;
   }
   *zero = true;
-  // *commit as asked: committed only when jemalloc asks (metadata).
-  (void)commit;
+  // *commit stays as asked: committed only when jemalloc asks (metadata).
   return reinterpret_cast<void*>(ret);
 }
 
@@ -330,14 +344,12 @@ bool HookDalloc(extent_hooks_t*, void* addr, size_t size, bool,
   return false;
 }
 
-void HookDestroy(extent_hooks_t*, void* addr, size_t size, bool committed,
-                 unsigned arena_ind) {
+void HookDestroy(extent_hooks_t*, void* addr, size_t size, bool /*committed*/,
+                 unsigned /*arena_ind*/) {
   InternalScope in;
-  ArenaState& a = g_arenas[arena_ind % kMaxArenas];
-  // Metadata ("base") extents are committed but were never charged; the
-  // pac's extents reach here decommitted (we never refuse a decommit).
-  (void)committed;
-  (void)a;
+  // Nothing to uncharge: metadata ("base") extents are committed but were
+  // never charged, and the pac's extents reach here decommitted (we never
+  // refuse a decommit).
   const uintptr_t begin = reinterpret_cast<uintptr_t>(addr);
   // Clear only whole chunks inside the range; a partial one is cleared
   // with the extent that covers its start.
@@ -489,6 +501,7 @@ bool MaybeDestroy(unsigned ind) {
   a.objcg = nullptr;
   a.objcg_ref = ObjCgroupRef();
   g_live_arenas.fetch_sub(1, std::memory_order_relaxed);
+  g_dying_arenas.fetch_sub(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -546,6 +559,10 @@ void OnThreadExit(void*) {
   InternalScope in;
   tls.exited = true;
   DropThreadCaches(false);
+  // The fence pairs with MarkDying's (see there). Relaxed load: with the
+  // fences, an arena marked dying after it sees this thread's caches gone.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (g_dying_arenas.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard lock(g_mu);
   RefreshStats();
   for (unsigned i = 1; i < kMaxArenas; ++i) MaybeDestroy(i);
@@ -615,7 +632,7 @@ class RemovalObserver : public ControllerObserver {
     const Binding b = it->second;
     g_bindings->erase(it);
     if (b.arena != 0 && !b.shared) {
-      g_arenas[b.arena].dying.store(true, std::memory_order_release);
+      MarkDying(g_arenas[b.arena]);
       g_arenas[b.arena].reclaimer_group = GroupRef();
     }
     // Release: a thread that sees the new generation sees `dying`.
@@ -808,7 +825,7 @@ void Disable() {
   for (unsigned i = 1; i < kMaxArenas; ++i) {
     ArenaState& a = g_arenas[i];
     if (a.tag.load(std::memory_order_relaxed) == 0) continue;
-    a.dying.store(true, std::memory_order_release);
+    MarkDying(a);
     if (a.reclaimer_group) {
       (void)a.reclaimer_group->RemoveReclaimer(&a.reclaimer);
       a.reclaimer_group = GroupRef();

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -353,6 +354,44 @@ TEST_F(JemallocTest, RemovedGroupsPagesAreUnchargedFromTheParent) {
   ctrl_->DrainAllStocks(*parent);
   EXPECT_EQ(parent->usage().raw(), 0u);
   EXPECT_EQ(parent->StatExact(StatItem::kAnon), 0);
+}
+
+// A removed group's arena whose last user is another thread's cache is
+// destroyed when that thread exits, with no Collect(): the exit is the
+// only event left that can free it. (Exits look for arenas to destroy only
+// while some are dying; this is that case.)
+TEST_F(JemallocTest, ADyingArenaGoesWithTheLastThreadCachingIt) {
+  GroupRef child = NewGroup(ctrl_->root(), "c");
+  const int arenas = je::LiveArenas();
+  std::mutex mu;
+  std::condition_variable cv;
+  int stage = 0;  // 1: allocated and freed; 2: may exit
+  std::thread t([&] {
+    {
+      ActiveGroupScope scope(*child);
+      std::vector<void*> blocks;
+      for (int i = 0; i < 64; ++i) blocks.push_back(Alloc(512));
+      for (void* p : blocks) Release(p);  // into this thread's cache
+    }
+    std::unique_lock lock(mu);
+    stage = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return stage == 2; });
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return stage == 1; });
+  }
+  EXPECT_EQ(je::LiveArenas(), arenas + 1);
+  ASSERT_TRUE(ctrl_->RemoveGroup(*child).ok());
+  EXPECT_EQ(je::LiveArenas(), arenas + 1);  // the thread's cache holds it
+  {
+    std::lock_guard lock(mu);
+    stage = 2;
+    cv.notify_all();
+  }
+  t.join();
+  EXPECT_EQ(je::LiveArenas(), arenas);
 }
 
 // Two threads allocate under one group with max 1 MiB and free each
