@@ -169,39 +169,22 @@ bool ChargeStock::RefillLocked(StockShard& s, Group* group, uint64_t n) {
 }
 
 void ChargeStock::DrainAll(const Group* subtree) {
-  for (int cpu = 0; cpu < shards_.size(); ++cpu) {
-    // Underflows found below reach the error hook after the unlock.
-    DeferReports defer;
-    StockShard& s = shards_[cpu];
-    LockShard(cpu);
-    drained_shards_.fetch_add(1, std::memory_order_relaxed);
-    for (int i = 0; i < slots_; ++i) {
-      if (s.group(i) != nullptr &&
-          (subtree == nullptr || s.group(i)->IsDescendantOf(*subtree))) {
-        DrainSlot(s, i, true);
-      }
-    }
-    s.lock.unlock();
-  }
-}
-
-bool ChargeStock::TryLockShardBriefly(int k) const {
-  // As many tries as TryLock's spin before it would sleep: a holder on
-  // another CPU (holders never wait for anything) is gone by then.
-  for (int attempt = 0; attempt < TryLock::kSpins; ++attempt) {
-    if (TryLockShard(shards_, k, rseq_) >= 0) return true;
-    CpuRelax();
-  }
-  return false;
+  DrainSubtree(subtree, /*try_only=*/false);
 }
 
 bool ChargeStock::TryDrainAll(const Group* subtree) {
+  return DrainSubtree(subtree, /*try_only=*/true);
+}
+
+bool ChargeStock::DrainSubtree(const Group* subtree, bool try_only) {
   bool all = true;
   for (int cpu = 0; cpu < shards_.size(); ++cpu) {
     // Underflows found below reach the error hook after the unlock.
     DeferReports defer;
     StockShard& s = shards_[cpu];
-    if (!TryLockShardBriefly(cpu)) {
+    if (!try_only) {
+      LockShard(cpu);
+    } else if (!TryLockShardBriefly(cpu)) {
       all = false;
       continue;
     }
@@ -215,6 +198,16 @@ bool ChargeStock::TryDrainAll(const Group* subtree) {
     s.lock.unlock();
   }
   return all;
+}
+
+bool ChargeStock::TryLockShardBriefly(int k) const {
+  // As many tries as TryLock's spin before it would sleep: a holder on
+  // another CPU (holders never wait for anything) is gone by then.
+  for (int attempt = 0; attempt < TryLock::kSpins; ++attempt) {
+    if (TryLockShard(shards_, k, rseq_) >= 0) return true;
+    CpuRelax();
+  }
+  return false;
 }
 
 void ChargeStock::DrainGroup(Group* group) {

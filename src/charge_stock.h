@@ -10,7 +10,9 @@
 // (Group::batch_): the controller's `batch` for every group under the
 // fixed policy, a value the adaptive policy moves per group (charge.cc,
 // adaptive_batch.h). A group's batch only shrinks together with a trim of
-// its slots (TrimGroup), so a slot never holds more than it.
+// its slots (TrimGroup), so a slot holds more than it only while a trim
+// that found a shard busy is pending (Group::trim_pending_): the group's
+// next batch event trims again.
 //
 // Differences from the kernel, on purpose:
 // - A slot that overflows one batch on refill returns its pages but keeps
@@ -78,7 +80,8 @@ inline constexpr int kMaxBatch = 4096;
 // Stocked may read them unlocked. Relaxed accesses everywhere: the lock
 // and the rseq protocol order them.
 struct StockShard {
-  std::atomic<uint32_t> nr_pages[kMaxStockSlots] = {};  // <= group's batch
+  // <= the group's batch, except while its trim is pending (above).
+  std::atomic<uint32_t> nr_pages[kMaxStockSlots] = {};
   TryLock lock;
   uint8_t drain_idx = 0;  // next eviction victim (E5 round robin)
   uint16_t index = 0;     // this shard's number (set once)
@@ -233,6 +236,8 @@ class ChargeStock {
   // A few try-locks of shard k (a holder on another CPU releases within
   // them); false if it stays busy. Never waits.
   bool TryLockShardBriefly(int k) const;
+  // DrainAll (try_only: TryDrainAll, skipping busy shards; false then).
+  bool DrainSubtree(const Group* subtree, bool try_only);
 
 #if UMEMCG_HAVE_RSEQ_COMMIT
   // One restartable sequence on this CPU's shard: find `group`'s slot and

@@ -575,8 +575,9 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Pages per counter walk and the most one CPU's stock slot may cache for
   // this group: the controller's batch, or (BatchPolicy::kAdaptive) what
   // the adaptive policy set last. Read inside the stock's hit paths;
-  // written only by the policy, which drains the group's slots after a
-  // shrink (src/charge_stock.h). Relaxed: an independent value.
+  // written only by the policy, which trims the group's slots after a
+  // shrink (a trim that finds a shard busy stays pending until the next
+  // batch event; src/charge_stock.h). Relaxed: an independent value.
   std::atomic<int32_t> batch_;
 
   // Reference count; see the lifetime note above. On its own cache line:
