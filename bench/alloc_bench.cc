@@ -10,6 +10,7 @@
 //
 //   umemcg-alloc-bench time [--seconds S] [--repeats N]
 //   umemcg-alloc-bench rss [--live-mib M]
+//   umemcg-alloc-bench switch [--repeats N]
 //
 // time: each variant x threads (1, 2) x tenants (1, 8): every thread keeps
 // a window of 4096 live blocks (sizes 8 B-64 KiB, log-uniform), frees the
@@ -21,6 +22,11 @@
 // rss: for each block size 8 B .. 64 KiB, a child process allocates
 // M MiB of live blocks of that size and reports (RSS growth) / (live
 // bytes), per variant.
+// switch: the cost of a per-request scope: ns per ActiveGroupScope enter
+// and leave with one 64-byte malloc+free inside, the 8 tenants in turn,
+// minus the same pair under one scope held throughout (both timed in the
+// same repeat). In the arenas variant the first malloc after a switch
+// also finds the new group's arena and thread cache.
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -213,6 +219,23 @@ double TimeRun(Variant v, int threads, int tenants, double seconds) {
   return elapsed * threads / static_cast<double>(pairs.load());
 }
 
+// ns per op of `ops` 64-byte pairs: each under its own scope of the
+// tenants in turn (switching), or all under tenant 0's.
+double SwitchRun(Variant v, bool switching, int ops) {
+  const auto t0 = Clock::now();
+  if (switching) {
+    for (int i = 0; i < ops; ++i) {
+      umemcg::ActiveGroupScope scope(*g_env->tenants[i & 7]);
+      Free(v, Allocate(v, 64), 64);
+    }
+  } else {
+    umemcg::ActiveGroupScope scope(*g_env->tenants[0]);
+    for (int i = 0; i < ops; ++i) Free(v, Allocate(v, 64), 64);
+  }
+  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
+         ops;
+}
+
 long RssKiB() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   long size = 0, rss = 0;
@@ -321,6 +344,32 @@ int main(int argc, char** argv) {
                       v.front(), v.back());
         }
       }
+    }
+  } else if (mode == "switch") {
+    constexpr int kOps = 1 << 20;
+    std::printf(
+        "# ns per scope switch (enter+leave around a 64 B malloc+free, 8 "
+        "tenants in turn) minus the pair under one scope; median [min..max] "
+        "of %d\n",
+        repeats);
+    for (Variant v : Variants()) {
+      if (v == Variant::kPlain) continue;
+      SwitchRun(v, true, kOps / 8);  // warm: every tenant's arena and cache
+      std::vector<double> sw, fixed, diff;
+      for (int r = 0; r < repeats; ++r) {
+        const double a = SwitchRun(v, true, kOps);
+        const double b = SwitchRun(v, false, kOps);
+        sw.push_back(a);
+        fixed.push_back(b);
+        diff.push_back(a - b);
+      }
+      for (auto* x : {&sw, &fixed, &diff}) std::sort(x->begin(), x->end());
+      std::printf(
+          "%-22s switch %6.1f ns [%.1f..%.1f]  pair %6.1f ns  switch-pair "
+          "%6.1f ns [%.1f..%.1f]\n",
+          Name(v), sw[sw.size() / 2], sw.front(), sw.back(),
+          fixed[fixed.size() / 2], diff[diff.size() / 2], diff.front(),
+          diff.back());
     }
   } else if (mode == "rss") {
     std::printf("# RSS growth per live byte, %zu MiB live per size\n",
