@@ -78,13 +78,11 @@ bool HeapBookAnnounced(uint32_t gate);
 // then open (a deferred booking is one atomic step, and the fork handler
 // must not wait for a stream of them), and HeapBookEnd is not called.
 inline bool HeapBookBegin() {
-  ThreadState& t = tls_state;
-  if (__builtin_expect(t.heap_gate != kGateSlot, 0)) {
-    return HeapBookBeginSlow();
-  }
+  // Non-null exactly when heap_gate is kGateSlot (one load for both).
+  HeapSlot* slot = tls_state.heap_slot;
+  if (__builtin_expect(slot == nullptr, 0)) return HeapBookBeginSlow();
   // Relaxed, and no fence: the fork handler's membarrier orders this
   // store before its read of it, or the gate's store before our load.
-  HeapSlot* slot = t.heap_slot;
   __atomic_store_n(&slot->busy, slot->busy + 1, __ATOMIC_RELAXED);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // Relaxed: see above.
@@ -95,11 +93,10 @@ inline bool HeapBookBegin() {
 
 // Closes the window a HeapBookBegin that returned false opened.
 inline void HeapBookEnd() {
-  ThreadState& t = tls_state;
-  if (__builtin_expect(t.heap_gate != kGateSlot, 0)) return HeapBookEndSlow();
+  HeapSlot* slot = tls_state.heap_slot;
+  if (__builtin_expect(slot == nullptr, 0)) return HeapBookEndSlow();
   // Release: the booking's stores are visible to the fork handler that
   // reads the window closed (and so to the child it forks).
-  HeapSlot* slot = t.heap_slot;
   __atomic_store_n(&slot->busy, slot->busy - 1, __ATOMIC_RELEASE);
 }
 
