@@ -31,8 +31,11 @@ HeapSlot g_slots[kSlots];
 alignas(64) std::atomic<int64_t> g_shared_busy{0};
 pthread_key_t g_exit_key;
 bool g_have_exit_key = false;
-// Whether FenceAll may use membarrier (relaxed: only fork handlers use it).
-std::atomic<bool> g_membarrier{false};
+// Whether FenceAll may use membarrier: registered at the first fork, not
+// at start-up (the registration is paid by forking programs only).
+// Relaxed: only fork handlers use it.
+enum class Fence : uint8_t { kUnknown, kMembarrier, kDenied };
+std::atomic<Fence> g_fence{Fence::kUnknown};
 
 // The thread's key destructor (its exit): its slot is given back; later
 // bookings of the thread (glibc frees after key destructors) use the
@@ -102,7 +105,15 @@ void VisitEveryCpu() {
 // visible to every booking that starts after (the asymmetric half of
 // HeapBookBegin's store-then-load; see heap_fork.h).
 void FenceAll() {
-  if (g_membarrier.load(std::memory_order_relaxed)) {
+  if (g_fence.load(std::memory_order_relaxed) == Fence::kUnknown) {
+    const long cmds = Membarrier(MEMBARRIER_CMD_QUERY);
+    const bool ok = cmds >= 0 &&
+                    (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+                    Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+    g_fence.store(ok ? Fence::kMembarrier : Fence::kDenied,
+                  std::memory_order_relaxed);
+  }
+  if (g_fence.load(std::memory_order_relaxed) == Fence::kMembarrier) {
     bool again = false;
     for (;;) {
       if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
@@ -117,11 +128,12 @@ void FenceAll() {
       }
       break;
     }
-    g_membarrier.store(false, std::memory_order_relaxed);
+    g_fence.store(Fence::kDenied, std::memory_order_relaxed);
   }
-  // Denied for good: from now on every booking fences itself; those that
-  // read the gate before this store are fenced by the visits (needed only
-  // the first time: after it, both sides fence).
+  // Denied (at the first fork, or for good since): from now on every
+  // booking fences itself; those that read the gate before this store are
+  // fenced by the visits (needed only the first time: after it, both
+  // sides fence).
   const uint32_t before =
       g_heap_fork_gate.fetch_or(kGateFenceEach, std::memory_order_seq_cst);
   if ((before & kGateFenceEach) == 0) VisitEveryCpu();
@@ -306,14 +318,6 @@ void HeapDefer(ObjCgroup* owner, int64_t bytes, int64_t blocks) {
 
 void InitHeapFork() {
   g_have_exit_key = pthread_key_create(&g_exit_key, ThreadExit) == 0;
-  const long cmds = Membarrier(MEMBARRIER_CMD_QUERY);
-  const bool ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
-                  Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-  g_membarrier.store(ok, std::memory_order_relaxed);
-  if (!ok) {
-    // No thread books before the runtime is up: no visit needed.
-    g_heap_fork_gate.fetch_or(kGateFenceEach, std::memory_order_seq_cst);
-  }
 }
 
 void HeapForkPrepare() {

@@ -24,9 +24,10 @@
 // child's copy of the table therefore holds each deferred booking whole
 // or not at all, and no booking is open in it.
 //
-// Cost on the hot path: two thread-local loads, two stores to the
-// thread's own slot and a load of a read-mostly global per booked block;
-// no fence, no atomic read-modify-write, no shared cache line written.
+// Cost on the hot path, per booked block: two reads of a thread-local
+// pointer, two increments of a word on the thread's own cache line and a
+// read of a read-mostly global; no fence, no atomic read-modify-write, no
+// shared cache line written (bench/results/preload.md has the numbers).
 //
 // Limits (docs/preload.md). A fork made from a signal handler that
 // interrupted its own thread's booking inherits that booking half done.
