@@ -139,17 +139,17 @@ def measure(name, cmd, n, setup=None, target=None):
     cmd = [shutil.which(cmd[0]) or cmd[0]] + cmd[1:]
     base, pre, cbase, cpre, old, cold = [], [], [], [], [], []
     run(cmd, False, setup)  # warm the page cache
-    for _ in range(n):
+    for i in range(n):
         w, c = run(cmd, False, setup)
         base.append(w)
         cbase.append(c)
-        if before:
-            w, c = run(cmd, before, setup)
-            old.append(w)
-            cold.append(c)
-        w, c = run(cmd, True, setup)
-        pre.append(w)
-        cpre.append(c)
+        # The two builds in turn, their order swapped every round.
+        sides = [(before, old, cold), (True, pre, cpre)] if before else \
+                [(True, pre, cpre)]
+        for lib_, walls, cpus in (sides if i % 2 == 0 else sides[::-1]):
+            w, c = run(cmd, lib_, setup)
+            walls.append(w)
+            cpus.append(c)
     mb, mp = statistics.median(base), statistics.median(pre)
     cb, cp = statistics.median(cbase), statistics.median(cpre)
     k = 1e3

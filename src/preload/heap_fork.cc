@@ -25,7 +25,9 @@ namespace {
 // ---- The slots ----
 
 constexpr int kSlots = 1024;
-HeapSlot g_slots[kSlots];
+// constinit: zero pages until used (a dynamic initializer would touch
+// 64 KiB in every process at start-up).
+constinit HeapSlot g_slots[kSlots];
 // Windows of threads without a slot (kGateShared). seq_cst on both sides.
 // Its own line: written by those threads, apart from the gate.
 alignas(64) std::atomic<int64_t> g_shared_busy{0};
@@ -187,8 +189,8 @@ void WaitForWindows() {
 constexpr bool kCanDefer = true;
 
 struct alignas(16) Pair {
-  int64_t bytes;
-  int64_t blocks;
+  int64_t bytes = 0;
+  int64_t blocks = 0;
 };
 
 struct Entry {
@@ -196,7 +198,7 @@ struct Entry {
   Pair sum;  // only through Cas16 (or plain reads in a fork child)
 };
 constexpr int kEntries = 512;
-Entry g_entries[kEntries];
+constinit Entry g_entries[kEntries];  // zero pages until used
 
 // lock cmpxchg16b: if *p == expected, *p = desired; else expected = *p.
 bool Cas16(Pair* p, Pair& expected, Pair desired) {

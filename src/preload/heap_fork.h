@@ -58,8 +58,8 @@ inline constexpr int kGateShared = 2;  // no slot: the shared counter
 // freed (a fork handler may read one while its thread exits); a thread
 // claims one at its first booking and gives it back at its exit.
 struct alignas(64) HeapSlot {
-  uint32_t busy;            // open windows; written by its thread only
-  std::atomic<bool> taken;  // claimed by a thread
+  uint32_t busy = 0;               // open windows; written by its thread
+  std::atomic<bool> taken{false};  // claimed by a thread
 };
 
 // Bit 0: every booking fences (membarrier failed). Bit 1: a fork handler
