@@ -28,6 +28,10 @@ constexpr int kSlots = 1024;
 // constinit: zero pages until used (a dynamic initializer would touch
 // 64 KiB in every process at start-up).
 constinit HeapSlot g_slots[kSlots];
+// One past the highest slot ever claimed: fork handlers read no further
+// (relaxed: raised before the claimer's first window, which the fork
+// handler's membarrier or the claim's own fence orders).
+std::atomic<int> g_slots_used{0};
 // Windows of threads without a slot (kGateShared). seq_cst on both sides.
 // Its own line: written by those threads, apart from the gate.
 alignas(64) std::atomic<int64_t> g_shared_busy{0};
@@ -57,12 +61,18 @@ void ThreadExit(void*) {
 void Claim(ThreadState& t) {
   HookGuard guard;  // pthread_setspecific may allocate
   t.heap_gate = kGateShared;
-  for (HeapSlot& slot : g_slots) {
+  for (int i = 0; i < kSlots; ++i) {
+    HeapSlot& slot = g_slots[i];
     // Relaxed first look; acquire on the claim (pairs with ThreadExit).
     if (slot.taken.load(std::memory_order_relaxed)) continue;
     bool expected = false;
     if (slot.taken.compare_exchange_strong(expected, true,
                                            std::memory_order_acquire)) {
+      // seq_cst: raised before this thread's first window opens.
+      int used = g_slots_used.load(std::memory_order_relaxed);
+      while (used <= i && !g_slots_used.compare_exchange_weak(
+                              used, i + 1, std::memory_order_seq_cst)) {
+      }
       t.heap_slot = &slot;
       t.heap_gate = kGateSlot;
       break;
@@ -169,7 +179,9 @@ void WaitForWindows() {
       nanosleep(&t, nullptr);
     }
   };
-  for (HeapSlot& slot : g_slots) {
+  const int used = g_slots_used.load(std::memory_order_relaxed);
+  for (int i = 0; i < used; ++i) {
+    HeapSlot& slot = g_slots[i];
     if (&slot == self.heap_slot) continue;
     // Acquire: the booking's stores are visible once its window closed.
     while (__atomic_load_n(&slot.busy, __ATOMIC_ACQUIRE) != 0) pause();
@@ -345,8 +357,9 @@ void HeapForkChild() {
   // This thread is the only one: the others' windows and slots are gone,
   // and no fork is being prepared here.
   const ThreadState& self = tls_state;
-  for (HeapSlot& slot : g_slots) {
-    // Written only where set: untouched slots stay shared zero pages.
+  const int used = g_slots_used.load(std::memory_order_relaxed);
+  for (int i = 0; i < used; ++i) {
+    HeapSlot& slot = g_slots[i];
     if (&slot == self.heap_slot) continue;
     if (slot.busy != 0) slot.busy = 0;
     if (slot.taken.load(std::memory_order_relaxed)) {
