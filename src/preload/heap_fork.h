@@ -9,25 +9,26 @@
 // counterpart: none (the kernel's fork copies memcg state under its own
 // locks); this is the fork side of the preload's two-step bookkeeping.
 //
-// How. Each thread marks its booking windows in a word of its own (a
-// slot of a static table, found through a thread-local pointer); the fork
-// handlers read every slot.
-// The fork's prepare handler announces the fork (g_heap_fork_gate), makes
-// the announcement and every thread's mark visible to each other with one
-// membarrier(2) (so the hot path needs no fence), and waits for the
-// windows then open to close. A booking that starts while a fork is
-// announced never blocks (a thread blocked there could hold a glibc lock
-// that fork itself takes next: the NSS or stdio list locks): it defers
-// instead. Its charge and count, together, become one atomic 16-byte add
-// to a per-owner entry of the deferred table, which every fork's parent
-// and child apply (charged as a settled charge, never refused). The
-// child's copy of the table therefore holds each deferred booking whole
-// or not at all, and no booking is open in it.
+// How. Each thread marks its booking windows in a word of its own (a slot
+// of a static table, found through a thread-local pointer); the fork
+// handlers read every slot ever claimed. The fork's prepare handler
+// announces the fork (g_heap_fork_gate), makes the announcement and every
+// thread's mark visible to each other with one membarrier(2) (so the hot
+// path needs no fence), and waits for the windows then open to close. A
+// booking that starts while a fork is announced never blocks (a thread
+// blocked there could hold a glibc lock that fork itself takes next: the
+// NSS or stdio list locks): it defers instead. Its charge and count,
+// together, become one atomic 16-byte add to a per-owner entry of the
+// deferred table, which every fork's parent and child apply (charged as a
+// settled charge, never refused). The child's copy of the table therefore
+// holds each deferred booking whole or not at all, and no booking is open
+// in it.
 //
 // Cost on the hot path, per booked block: two reads of a thread-local
-// pointer, two increments of a word on the thread's own cache line and a
-// read of a read-mostly global; no fence, no atomic read-modify-write, no
-// shared cache line written (bench/results/preload.md has the numbers).
+// pointer, an increment and a decrement of a word on the thread's own
+// cache line and a read of a read-mostly global; no fence, no atomic
+// read-modify-write, no shared cache line written
+// (bench/results/preload.md has the numbers).
 //
 // Limits (docs/preload.md). A fork made from a signal handler that
 // interrupted its own thread's booking inherits that booking half done.
