@@ -18,11 +18,15 @@
 #
 # A benchmark, not a test: run it on a quiet machine and report `uptime`
 # with it (it prints it).
-# Usage: scripts/preload_overhead.sh [libumemcg-preload.so] [runs]
+# Usage: scripts/preload_overhead.sh [libumemcg-preload.so] [runs] [before.so]
 #   runs: repetitions of the longer jobs (default 7); /bin/true runs 200.
+#   before.so: another build of the preload (say, before a change): each
+#   job then runs without, with before.so and with the first library in
+#   turn, and the table adds before.so's medians and the ratio of the two.
 set -u
 LIB=$(readlink -f "${1:-build/release/lib/libumemcg-preload.so}")
 RUNS=${2:-7}
+BEFORE=${3:+$(readlink -f "$3")}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 PY=/usr/bin/python3
@@ -100,9 +104,10 @@ clean:
 MKEOF
 
 # ---- The timing harness: alternating runs, medians, spread ----
-"$PY" - "$LIB" "$RUNS" "$WORK" "$SQL" <<'PYEOF'
+"$PY" - "$LIB" "$RUNS" "$WORK" "$SQL" "${BEFORE:-}" <<'PYEOF'
 import os, shutil, statistics, subprocess, sys, time
 lib, runs, work, sql = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+before = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
 py = sys.executable
 
 def run(cmd, preload, setup=None):
@@ -111,7 +116,7 @@ def run(cmd, preload, setup=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
-        env["LD_PRELOAD"] = lib
+        env["LD_PRELOAD"] = preload if isinstance(preload, str) else lib
     t = time.perf_counter()
     # posix_spawn: no fork of this (large) interpreter in the measurement.
     pid = os.posix_spawn(cmd[0], cmd, env, file_actions=[
@@ -132,26 +137,53 @@ def measure(name, cmd, n, setup=None, target=None):
         print(f"| {name} | skipped: {cmd[0]} not found | | | |")
         return
     cmd = [shutil.which(cmd[0]) or cmd[0]] + cmd[1:]
-    base, pre, cbase, cpre = [], [], [], []
+    base, pre, cbase, cpre, old, cold = [], [], [], [], [], []
     run(cmd, False, setup)  # warm the page cache
-    for _ in range(n):
+    for i in range(n):
         w, c = run(cmd, False, setup)
         base.append(w)
         cbase.append(c)
-        w, c = run(cmd, True, setup)
-        pre.append(w)
-        cpre.append(c)
+        # The two builds in turn, their order swapped every round.
+        sides = [(before, old, cold), (True, pre, cpre)] if before else \
+                [(True, pre, cpre)]
+        for lib_, walls, cpus in (sides if i % 2 == 0 else sides[::-1]):
+            w, c = run(cmd, lib_, setup)
+            walls.append(w)
+            cpus.append(c)
     mb, mp = statistics.median(base), statistics.median(pre)
     cb, cp = statistics.median(cbase), statistics.median(cpre)
     k = 1e3
-    print(f"| {name} | {mb*k:.2f} ({q(base,.25)*k:.2f}-{q(base,.75)*k:.2f}) "
-          f"| {mp*k:.2f} ({q(pre,.25)*k:.2f}-{q(pre,.75)*k:.2f}) "
-          f"| {mp/mb:.2f}x | {cb*k:.2f} / {cp*k:.2f} = "
-          f"{(cp/cb if cb else 0):.2f}x | {target or ''} |")
+    row = (f"| {name} | {mb*k:.2f} ({q(base,.25)*k:.2f}-{q(base,.75)*k:.2f}) ")
+    if before:
+        mo, co = statistics.median(old), statistics.median(cold)
+        row += (f"| {mo*k:.2f} ({q(old,.25)*k:.2f}-{q(old,.75)*k:.2f}) "
+                f"| {mo/mb:.2f}x | {co/cb if cb else 0:.2f}x ")
+    row += (f"| {mp*k:.2f} ({q(pre,.25)*k:.2f}-{q(pre,.75)*k:.2f}) "
+            f"| {mp/mb:.2f}x | {cb*k:.2f} / {cp*k:.2f} = "
+            f"{(cp/cb if cb else 0):.2f}x |")
+    ratios.append(mp / mb)
+    if before:
+        row += f" {mp/mo:.3f} |"
+        old_ratios.append(mo / mb)
+    print(row + f" {target or ''} |")
 
-print("| job | wall without, ms: median (p25-p75) | wall with the preload "
-      "| wall ratio | CPU ms without / with = ratio | target |")
-print("|---|---|---|---|---|---|")
+ratios, old_ratios = [], []
+def geomean(xs):
+    p = 1.0
+    for x in xs:
+        p *= x
+    return p ** (1.0 / len(xs)) if xs else 0.0
+
+if before:
+    print("| job | wall without, ms: median (p25-p75) | wall with before.so "
+          "| wall ratio | CPU ratio | wall with the preload | wall ratio "
+          "| CPU ms without / with = ratio | after / before (wall) "
+          "| target |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+else:
+    print("| job | wall without, ms: median (p25-p75) | wall with the preload "
+          "| wall ratio | CPU ms without / with = ratio | target |")
+    print("|---|---|---|---|---|---|")
 measure("/bin/true start-up (200 runs)", ["/bin/true"], 200, target="<= 1.5x")
 reset = lambda: subprocess.run(["git", "-C", work + "/repo", "reset", "-q",
                                 "--hard"], check=False)
@@ -170,6 +202,9 @@ measure("python3, 4 threads, 200 MB in blocks", [py, work + "/threads.py"],
 measure("sort, 1M lines", ["sort", work + "/lines"], runs)
 measure("sqlite3, 300k inserts", ["sqlite3", ":memory:", sql], runs)
 measure("ls -laR /usr/include", ["ls", "-laR", "/usr/include"], runs)
+print()
+print(f"geometric mean of the wall ratios: {geomean(ratios):.3f}"
+      + (f" (before.so: {geomean(old_ratios):.3f})" if before else ""))
 PYEOF
 echo
 echo "machine: $(nproc) CPUs; $(uptime)"

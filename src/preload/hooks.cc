@@ -45,6 +45,7 @@
 #include <cstring>
 #include <new>
 
+#include "preload/heap_fork.h"
 #include "preload/preload_internal.h"
 
 extern "C" {
@@ -58,8 +59,7 @@ int __libc_mallopt(int param, int value);
 
 namespace umemcg::preload {
 
-__thread ThreadState tls_state
-    __attribute__((tls_model("initial-exec"))) = {nullptr, 0, nullptr};
+__thread ThreadState tls_state __attribute__((tls_model("initial-exec"))) = {};
 std::atomic<ObjCgroup*> g_default_objcg{nullptr};
 ChargeFlags g_charge_flags = kChargeAtomic | ChargeFlags::kNoThrottle;
 bool g_enforce = false;
@@ -273,6 +273,31 @@ void CountLive(ObjCgroup* owner, int64_t bytes, int64_t blocks) {
   }
 }
 
+// Books a new block of `bytes` for `owner` (not null): its charge and its
+// count in one booking window (heap_fork.h), or deferred while a fork is
+// being prepared (then never refused). False when the charge was refused.
+[[gnu::always_inline]] inline bool BookBlock(ObjCgroup* owner, uint64_t bytes) {
+  HeapBooking window;
+  if (__builtin_expect(window.deferred(), 0)) {
+    HeapDefer(owner, static_cast<int64_t>(bytes), 1);
+    return true;
+  }
+  if (!Charge(owner, bytes, g_charge_flags)) return false;
+  CountLive(owner, static_cast<int64_t>(bytes), 1);
+  return true;
+}
+
+// Unbooks a freed block, in one window as well.
+[[gnu::always_inline]] inline void UnbookBlock(ObjCgroup* owner,
+                                               uint64_t bytes) {
+  HeapBooking window;
+  if (__builtin_expect(window.deferred(), 0)) {
+    return HeapDefer(owner, -static_cast<int64_t>(bytes), -1);
+  }
+  Uncharge(owner, bytes);
+  CountLive(owner, -static_cast<int64_t>(bytes), -1);
+}
+
 inline void* Publish(void* raw, size_t offset, ObjCgroup* owner) {
   void* p = static_cast<char*>(raw) + offset;
   Header* h = HeaderOf(p);
@@ -315,13 +340,14 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
   }
   if (raw == nullptr) return nullptr;  // glibc's failure, errno unchanged
   const uint64_t actual = ChunkBytes(raw);
-  if (owner != nullptr && !Charge(owner, actual, g_charge_flags)) {
+  if (owner == nullptr) {
+    CountLive(nullptr, static_cast<int64_t>(actual), 1);
+  } else if (!BookBlock(owner, actual)) {
     GiveBack(raw);
     errno = ENOMEM;
     return nullptr;
   }
   if (aligned && zero) std::memset(raw, 0, raw_size);
-  CountLive(owner, static_cast<int64_t>(actual), 1);
   return Publish(raw, aligned ? align : kHeaderSize, owner);
 }
 
@@ -355,8 +381,11 @@ void Free(void* p) {
   // An over-aligned block's offset may not survive glibc's bookkeeping, so
   // its second free goes to glibc as it is.
   h->check = (h->owner & kOverAligned) == 0 ? FreedMark(p) : 0;
-  if (owner != nullptr) Uncharge(owner, bytes);
-  CountLive(owner, -static_cast<int64_t>(bytes), -1);
+  if (owner != nullptr) {
+    UnbookBlock(owner, bytes);
+  } else {
+    CountLive(nullptr, -static_cast<int64_t>(bytes), -1);
+  }
   if (__builtin_expect(mmapped, 0)) NoteMmappedFree(bytes);
   __libc_free(raw);
 }
@@ -402,28 +431,49 @@ void* Reallocate(void* p, size_t size) {
   // (not enforcing) is made after glibc answered, so a growth glibc
   // refuses raises no peak. A refusable one is made first, so that a
   // refused charge leaves the old block untouched (realloc's contract;
-  // glibc may already have freed it once it answered).
+  // glibc may already have freed it once it answered). The booking
+  // window (heap_fork.h) spans the charge made first, if any, to the count.
   const size_t raw_size = RawRequest(size);
   const uint64_t predicted = Request2Size(raw_size);
-  const uint64_t pre =
-      g_enforce && predicted > old_bytes ? predicted - old_bytes : 0;
-  if (owner != nullptr && pre > 0 && !Charge(owner, pre, g_charge_flags)) {
-    errno = ENOMEM;
-    return nullptr;
+  bool windowed = false;
+  bool deferred = false;
+  uint64_t pre = 0;
+  if (owner != nullptr && g_enforce && predicted > old_bytes) {
+    windowed = true;
+    deferred = HeapBookBegin();
+    if (!deferred) {
+      pre = predicted - old_bytes;
+      if (!Charge(owner, pre, g_charge_flags)) {
+        HeapBookEnd();
+        errno = ENOMEM;
+        return nullptr;
+      }
+    }
   }
   const uint64_t check = h->check;
   h->check = 0;  // glibc may move the block: no stale header stays valid
   void* fresh = __libc_realloc(raw, raw_size);
   if (fresh == nullptr) {
     h->check = check;  // the old block is intact and still ours
-    if (owner != nullptr && pre > 0) Uncharge(owner, pre);
+    if (pre > 0) Uncharge(owner, pre);
+    if (windowed && !deferred) HeapBookEnd();
     return nullptr;
   }
   const uint64_t new_bytes = ChunkBytes(fresh);
-  if (owner != nullptr) Settle(owner, old_bytes + pre, new_bytes);
-  CountLive(owner,
-            static_cast<int64_t>(new_bytes) - static_cast<int64_t>(old_bytes),
-            0);
+  const int64_t delta =
+      static_cast<int64_t>(new_bytes) - static_cast<int64_t>(old_bytes);
+  if (owner == nullptr) {
+    CountLive(nullptr, delta, 0);
+  } else {
+    if (!windowed) deferred = HeapBookBegin();
+    if (__builtin_expect(deferred, 0)) {
+      HeapDefer(owner, delta, 0);
+    } else {
+      Settle(owner, old_bytes + pre, new_bytes);
+      CountLive(owner, delta, 0);
+      HeapBookEnd();
+    }
+  }
   return Publish(fresh, kHeaderSize, owner);
 }
 
@@ -535,6 +585,15 @@ inline size_t NewAlign(std::align_val_t a) {
 }
 
 }  // namespace
+
+void ApplyHeapBooking(ObjCgroup* owner, int64_t bytes, int64_t blocks) {
+  if (bytes > 0) {
+    (void)Charge(owner, static_cast<uint64_t>(bytes), kSettleFlags);
+  } else if (bytes < 0) {
+    Uncharge(owner, static_cast<uint64_t>(-bytes));
+  }
+  CountLive(owner, bytes, blocks);
+}
 
 bool ProbeGlibcChunks() {
   // A heap chunk of 100 bytes is 112, not mmapped, with 104 usable.

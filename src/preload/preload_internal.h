@@ -32,10 +32,18 @@
 
 namespace umemcg::preload {
 
+struct HeapSlot;  // heap_fork.h
+
 struct ThreadState {
   ObjCgroup* objcg;  // umemcg_preload_set_group(); null: the default
   int in_hook;       // > 0 while this thread runs umemcg code
   int* errno_ptr;    // this thread's errno (__errno_location), once known
+  // Heap bookings and fork (heap_fork.h): how this thread marks its
+  // booking windows (kGate*), its slot (non-null exactly in kGateSlot),
+  // and its open windows when it has no slot (kGateShared).
+  int heap_gate;
+  HeapSlot* heap_slot;
+  uint32_t heap_busy;
 };
 extern __thread ThreadState tls_state
     __attribute__((tls_model("initial-exec")));

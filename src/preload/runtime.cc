@@ -15,8 +15,9 @@
 // its own (its frees uncharge what the parent's charges left in its copy;
 // the kernel's commit accounting charges a child for the parent's
 // committed mappings the same way, in dup_mmap). The fork handlers below
-// take the runtime's and the range table's locks around fork() so the
-// child finds them free; the library's own locks have their own handlers.
+// let no heap booking be half made at the fork (heap_fork.h) and take the
+// runtime's and the range table's locks around fork() so the child finds
+// them free; the library's own locks have their own handlers.
 // A child that exits writes its own report (its pid, its figures) to the
 // same place; it neither serves nor unmounts the parent's mount and
 // metrics endpoint.
@@ -43,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "preload/heap_fork.h"
 #include "preload/ops_seam.h"
 #include "preload/preload_internal.h"
 #include "umemcg/active.h"
@@ -361,8 +363,11 @@ bool SameFile(int fd, const ReportSink& sink) {
 // ---- Fork ----
 
 void ForkPrepare() {
-  // The range table first (its holders may be charging, which needs
-  // nothing held here), then the runtime's lock.
+  // Heap bookings first (the fork is announced and the bookings then in
+  // progress complete; those that start later are deferred, never
+  // blocked: heap_fork.h), then the range table (its holders may be
+  // charging, which needs nothing held here), then the runtime's lock.
+  HeapForkPrepare();
   MapTableLockForFork();
   if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->mu.lock();
 }
@@ -370,11 +375,18 @@ void ForkPrepare() {
 void ForkParent() {
   if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->mu.unlock();
   MapTableUnlockAfterFork();
+  HeapForkParent();  // applies the bookings deferred meanwhile
 }
 
 // The child's copies of both locks were taken by the forking thread,
-// which is the child's only thread: it releases them.
-void ForkChild() { ForkParent(); }
+// which is the child's only thread: it releases them, then applies the
+// bookings deferred before the fork (the library's own child handlers,
+// registered before these, have already run).
+void ForkChild() {
+  if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->mu.unlock();
+  MapTableUnlockAfterFork();
+  HeapForkChild();
+}
 
 void Init() {
   HookGuard guard;
@@ -441,6 +453,7 @@ void Init() {
   StartOps(*rt, "UMEMCG_METRICS", metrics_address, UMEMCG_PRELOAD_OPS_METRICS,
            "not served");
   InitMapTable();
+  InitHeapFork();
   g_runtime.store(rt, std::memory_order_release);
   // After the controller (and its own fork handlers, if it registers any
   // when created): handlers run prepare in reverse order, so ours take the
