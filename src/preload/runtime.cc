@@ -47,6 +47,7 @@
 #include "preload/preload_internal.h"
 #include "umemcg/active.h"
 #include "umemcg/controller.h"
+#include "umemcg/heap_profile.h"
 #include "umemcg/preload.h"
 
 extern char** environ;
@@ -96,6 +97,9 @@ struct Runtime {
   ObjCgroupRef process_objcg;
   bool enforce = false;
   ReportSink report;
+  // UMEMCG_PROFILE: where the heap profile goes at exit (absolute; "%p"
+  // is replaced by the pid then).
+  std::string profile_path;
   std::mutex mu;  // guards assigned
   std::vector<Assigned> assigned;
 };
@@ -358,6 +362,53 @@ bool SameFile(int fd, const ReportSink& sink) {
          st.st_ino == sink.ino;
 }
 
+// ---- The heap profile (UMEMCG_PROFILE, UMEMCG_PROFILE_RATE) ----
+
+void SetUpProfile(Runtime& rt) {
+  if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE"); rate && *rate) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(rate, &end, 10);
+    if (end != rate && *end == '\0') {
+      SetHeapProfileRate(*rt.controller, Bytes(v));
+    } else {
+      Warn("umemcg-preload: ignoring UMEMCG_PROFILE_RATE=%s (bytes)\n", rate);
+    }
+  }
+  const char* path = std::getenv("UMEMCG_PROFILE");
+  if (path == nullptr || *path == '\0') return;
+  rt.profile_path = path;
+  if (path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      rt.profile_path = std::string(cwd) + "/" + path;
+      ReplaceEnv("UMEMCG_PROFILE", rt.profile_path);
+    }
+  }
+}
+
+// The process group's subtree profile, in the legacy heap text (pprof and
+// google-pprof read it and symbolize from the maps it carries).
+void WriteProfile(const Runtime& rt) {
+  std::string path = rt.profile_path;
+  if (const size_t at = path.find("%p"); at != std::string::npos) {
+    path.replace(at, 2, std::to_string(getpid()));
+  }
+  const std::string text =
+      FormatLegacyHeapProfile(SnapshotHeapProfile(*rt.process, true));
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    Warn("umemcg-preload: cannot write UMEMCG_PROFILE %s\n", path.c_str());
+    return;
+  }
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
 // ---- Fork ----
 
 void ForkPrepare() {
@@ -433,6 +484,7 @@ void Init() {
                        ? ChargeFlags::kMayReclaim | ChargeFlags::kNoThrottle
                        : kChargeAtomic | ChargeFlags::kNoThrottle;
   SetUpReport(rt->report, std::getenv("UMEMCG_REPORT"));
+  SetUpProfile(*rt);
 
   const std::string mount_dir = TakeEnv("UMEMCG_MOUNT");
   const std::string metrics_address = TakeEnv("UMEMCG_METRICS");
@@ -454,6 +506,10 @@ void Init() {
 void Fini() {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) return;
+  if (!rt->profile_path.empty()) {
+    HookGuard guard;
+    WriteProfile(*rt);
+  }
   const ReportSink& sink = rt->report;
   if (sink.to_stderr) {
     // The duplicate, if it is still the start-up stderr; else fd 2 if
