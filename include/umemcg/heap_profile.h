@@ -25,10 +25,12 @@
 // blocks never consult the table: the integrations keep a "sampled" bit in
 // the block's header.
 //
-// Stacks are captured with the unwind tables (libgcc's _Unwind_Backtrace,
-// correct through code built without frame pointers) by default, or by
-// walking frame pointers (faster; only for programs and libraries built
-// with -fno-omit-frame-pointer, bounded by the thread's stack).
+// Stacks are captured with the unwind tables by default (correct through
+// code built without frame pointers): libunwind's unw_backtrace when
+// libunwind.so.8 can be loaded (dlopen at the first sample), else libgcc's
+// _Unwind_Backtrace (much slower); or by walking frame pointers (only for
+// programs and libraries built with -fno-omit-frame-pointer; a frame
+// without one hides its caller; bounded by the thread's stack).
 //
 // Fork: the child starts with an empty profile (its samples and counts are
 // forgotten; blocks inherited from the parent are not sampled in it).
@@ -71,7 +73,7 @@ UMEMCG_EXPORT void ClearHeapProfileRate(Group& group);
 UMEMCG_EXPORT Bytes HeapProfileRate(const Group& group);
 
 enum class StackCapture {
-  kUnwindTables,   // _Unwind_Backtrace (default)
+  kUnwindTables,   // unw_backtrace, or _Unwind_Backtrace (default)
   kFramePointers,  // frame-pointer walk, bounded by the thread's stack
 };
 // Process-wide: how stacks are captured from now on.

@@ -365,6 +365,13 @@ bool SameFile(int fd, const ReportSink& sink) {
 // ---- The heap profile (UMEMCG_PROFILE, UMEMCG_PROFILE_RATE) ----
 
 void SetUpProfile(Runtime& rt) {
+  const char* path = std::getenv("UMEMCG_PROFILE");
+  if (path == nullptr || *path == '\0') {
+    // Nobody can read a profile: no sampling (no stack is captured, and
+    // libunwind, which keeps a pipe open, is never loaded).
+    SetHeapProfileRate(*rt.controller, Bytes(0));
+    return;
+  }
   if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE"); rate && *rate) {
     char* end = nullptr;
     const unsigned long long v = std::strtoull(rate, &end, 10);
@@ -374,8 +381,6 @@ void SetUpProfile(Runtime& rt) {
       Warn("umemcg-preload: ignoring UMEMCG_PROFILE_RATE=%s (bytes)\n", rate);
     }
   }
-  const char* path = std::getenv("UMEMCG_PROFILE");
-  if (path == nullptr || *path == '\0') return;
   rt.profile_path = path;
   if (path[0] != '/') {
     char cwd[PATH_MAX];

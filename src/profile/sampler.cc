@@ -372,7 +372,37 @@ const StackBounds& ThreadStack() {
   return n;
 }
 
+// libunwind's unw_backtrace, loaded with dlopen at the first sample when
+// libunwind.so.8 is installed (Debian libunwind8): it caches how to unwind
+// each return address and is far faster than libgcc's unwinder
+// (profile_benchmark). Never waited for: a thread that finds another one
+// loading it uses libgcc's for that sample, so a thread inside the dynamic
+// loader that allocates can never wait on one that waits for the loader.
+using UnwBacktrace = int (*)(void**, int);
+std::atomic<int> g_unw_state{0};  // 0 not tried, 1 loading, 2 done
+std::atomic<UnwBacktrace> g_unw{nullptr};
+
+UnwBacktrace Libunwind() {
+  int state = g_unw_state.load(std::memory_order_acquire);
+  if (state == 2) return g_unw.load(std::memory_order_relaxed);
+  if (state != 0 || !g_unw_state.compare_exchange_strong(
+                        state, 1, std::memory_order_acq_rel)) {
+    return nullptr;
+  }
+  UnwBacktrace f = nullptr;
+  if (void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)) {
+    f = reinterpret_cast<UnwBacktrace>(dlsym(h, "unw_backtrace"));
+  }
+  // Relaxed: published by the release store of the state below.
+  g_unw.store(f, std::memory_order_relaxed);
+  g_unw_state.store(2, std::memory_order_release);
+  return f;
+}
+
 [[gnu::noinline]] int CaptureUnwind(uintptr_t* frames, int max) {
+  if (UnwBacktrace unw = Libunwind()) {
+    return unw(reinterpret_cast<void**>(frames), max);
+  }
   UnwindState s{frames, 0, max};
   _Unwind_Backtrace(UnwindOne, &s);
   return s.n;
