@@ -382,7 +382,20 @@ using UnwBacktrace = int (*)(void**, int);
 std::atomic<int> g_unw_state{0};  // 0 not tried, 1 loading, 2 done
 std::atomic<UnwBacktrace> g_unw{nullptr};
 
+#if defined(__SANITIZE_THREAD__)
+#define UMEMCG_PROFILE_NO_LIBUNWIND 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UMEMCG_PROFILE_NO_LIBUNWIND 1
+#endif
+#endif
+
 UnwBacktrace Libunwind() {
+#ifdef UMEMCG_PROFILE_NO_LIBUNWIND
+  // Under ThreadSanitizer libunwind's thread-exit destructor takes a
+  // mutex after TSan let go of the thread (a crash): libgcc's unwinder.
+  return nullptr;
+#endif
   int state = g_unw_state.load(std::memory_order_acquire);
   if (state == 2) return g_unw.load(std::memory_order_relaxed);
   if (state != 0 || !g_unw_state.compare_exchange_strong(
