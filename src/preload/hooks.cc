@@ -296,6 +296,11 @@ inline void* Publish(void* raw, size_t offset, ObjCgroup* owner) {
     h->owner |= kSampled;
     h->check = CheckWord(p, h->owner);
   }
+  if (__builtin_expect(g_profile_requested.load(std::memory_order_relaxed),
+                       0) &&
+      g_profile_requested.exchange(false, std::memory_order_relaxed)) {
+    WriteRequestedProfile();
+  }
 }
 
 // A sampled block is freed or moved: its sample goes.

@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -382,6 +383,18 @@ void SetUpProfile(Runtime& rt) {
     }
   }
   rt.profile_path = path;
+  // SIGUSR2 asks for a profile now, if the program has not taken the
+  // signal (its default would kill the process).
+  struct sigaction old {};
+  if (sigaction(SIGUSR2, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {
+      g_profile_requested.store(true, std::memory_order_relaxed);
+    };
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR2, &sa, nullptr);
+  }
   if (path[0] != '/') {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)) != nullptr) {
@@ -392,11 +405,16 @@ void SetUpProfile(Runtime& rt) {
 }
 
 // The process group's subtree profile, in the legacy heap text (pprof and
-// google-pprof read it and symbolize from the maps it carries).
-void WriteProfile(const Runtime& rt) {
+// google-pprof read it and symbolize from the maps it carries). `seq` > 0
+// (SIGUSR2's n-th) is appended to the path as ".n".
+void WriteProfile(const Runtime& rt, int seq = 0) {
   std::string path = rt.profile_path;
   if (const size_t at = path.find("%p"); at != std::string::npos) {
     path.replace(at, 2, std::to_string(getpid()));
+  }
+  if (seq > 0) {
+    path += '.';
+    path += std::to_string(seq);
   }
   const std::string text =
       FormatLegacyHeapProfile(SnapshotHeapProfile(*rt.process, true));
@@ -413,6 +431,19 @@ void WriteProfile(const Runtime& rt) {
   }
   close(fd);
 }
+
+}  // namespace
+
+std::atomic<bool> g_profile_requested{false};
+
+void WriteRequestedProfile() {
+  static std::atomic<int> seq{0};  // relaxed: numbers the files only
+  Runtime* rt = g_runtime.load(std::memory_order_acquire);
+  if (rt == nullptr || rt->profile_path.empty()) return;
+  WriteProfile(*rt, seq.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
+namespace {
 
 // ---- Fork ----
 

@@ -7,8 +7,8 @@
 # program's binary, and attributes ~30 MiB to tenant_a_work and ~10 MiB to
 # tenant_b_work (within 10%; at an 8 KiB interval a 64 KiB block is sampled
 # with probability 1 - exp(-8), so the estimate cannot stray);
-# `google-pprof --text` names both. A missing go or google-pprof fails the
-# test.
+# `google-pprof --text` names both; SIGUSR2 writes one more (heap.PID.1).
+# A missing go or google-pprof fails the test.
 # Usage: preload_profile_test.sh <libumemcg-preload.so> <profile_target>
 set -u
 LIB=$(readlink -f "$1")
@@ -51,4 +51,17 @@ echo "$TEXT"
 for f in tenant_a_work tenant_b_work; do
   grep -qE "[[:space:]]$f\$" <<< "$TEXT" || { echo "FAIL: google-pprof does not name $f"; fail=1; }
 done
+
+# SIGUSR2: a profile written at the next sampling decision (heap.PID.1),
+# holding tenant A's 30 MiB; the exit one still follows.
+rm -f "$WORK"/heap.*
+PROFILE_TARGET_SIGNAL=1 UMEMCG_PROFILE="$WORK/heap.%p" UMEMCG_PROFILE_RATE=8192 LD_PRELOAD="$LIB" "$PROG"
+SIGNALED=$(ls "$WORK"/heap.*.1 2> /dev/null | head -1)
+if [[ ! -s "$SIGNALED" ]]; then
+  echo "FAIL: no profile written on SIGUSR2"; fail=1
+else
+  TOP=$(HOME="$WORK" GOCACHE="$WORK/gocache" go tool pprof -top -sample_index=inuse_space "$PROG" "$SIGNALED" 2>&1)
+  echo "$TOP"
+  check tenant_a_work 30
+fi
 exit $fail

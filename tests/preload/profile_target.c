@@ -1,8 +1,10 @@
 /* Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
  *
  * A plain C program for preload_profile_test.sh: 30 MiB from tenant_a_work,
- * 10 MiB from tenant_b_work, held until exit (64 KiB blocks, malloc). */
+ * 10 MiB from tenant_b_work, held until exit (64 KiB blocks, malloc);
+ * with PROFILE_TARGET_SIGNAL set it raises SIGUSR2 between the two. */
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,8 @@ __attribute__((noinline)) void tenant_b_work(void) {
 
 int main(void) {
   tenant_a_work();
+  /* With PROFILE_TARGET_SIGNAL: ask for a profile between the two. */
+  if (getenv("PROFILE_TARGET_SIGNAL") != NULL) raise(SIGUSR2);
   tenant_b_work();
   return held[0] == NULL;
 }
