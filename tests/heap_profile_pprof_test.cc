@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "umemcg/c.h"
 #include "umemcg/heap_profile.h"
 #include "umemcg/memory_resource.h"
 #include "umemcg/umemcg.h"
@@ -119,8 +121,8 @@ TEST(HeapProfilePprofTest, GoToolPprofNamesEachTenantsFunction) {
   const std::string env =
       std::string("HOME=") + dir + " GOCACHE=" + dir + "/gocache ";
   auto top = [&](const std::string& file) {
-    return RunShell(env + "go tool pprof -top -sample_index=inuse_space " + file +
-               " 2>&1");
+    return RunShell(env + "go tool pprof -top -sample_index=inuse_space " +
+                    file + " 2>&1");
   };
   const std::string top_a = top(file_a);
   const std::string top_b = top(file_b);
@@ -152,6 +154,32 @@ TEST(HeapProfilePprofTest, GoToolPprofNamesEachTenantsFunction) {
   EXPECT_LE(FlatOf(after, "tenant_a_work"), 0) << after;
   std::system(("rm -rf " + std::string(dir)).c_str());
   SetHeapProfileRate(*t.ctrl, kDefaultHeapProfileRate);
+}
+
+// The C API: umemcg_set_heap_profile_rate and umemcg_heap_profile (the
+// bytes of the installed encoder, sized like umemcg_read_file).
+TEST(HeapProfilePprofTest, CApi) {
+  umemcg_controller_t* ctrl = nullptr;
+  ASSERT_EQ(umemcg_controller_create(nullptr, &ctrl), 0);
+  umemcg_group_t* root = nullptr;
+  ASSERT_EQ(umemcg_group_root(ctrl, &root), 0);
+  umemcg_group_t* g = nullptr;
+  ASSERT_EQ(umemcg_group_create(root, "c", &g), 0);
+  EXPECT_EQ(umemcg_set_heap_profile_rate(g, 4096), 0);
+  SetHeapProfileEncoder(nullptr);
+  size_t needed = 0;
+  EXPECT_EQ(umemcg_heap_profile(g, 0, nullptr, 0, &needed), ENOTSUP);
+  InstallHeapProfileFiles();
+  ASSERT_EQ(umemcg_heap_profile(g, 1, nullptr, 0, &needed), ERANGE);
+  ASSERT_GT(needed, 2u);
+  std::vector<unsigned char> buf(needed);
+  ASSERT_EQ(umemcg_heap_profile(g, 1, buf.data(), buf.size(), &needed), 0);
+  EXPECT_EQ(buf[0], 0x1f);  // gzip
+  EXPECT_EQ(buf[1], 0x8b);
+  EXPECT_EQ(umemcg_group_release(g), 0);
+  EXPECT_EQ(umemcg_heap_profile(g, 0, buf.data(), buf.size(), &needed), EBADF);
+  EXPECT_EQ(umemcg_group_release(root), 0);
+  EXPECT_EQ(umemcg_controller_destroy(ctrl), 0);
 }
 
 }  // namespace
