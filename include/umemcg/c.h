@@ -195,7 +195,9 @@ UMEMCG_C_EXPORT int umemcg_set_heap_profile_rate(umemcg_group_t* group,
  * the installed encoder writes it (libumemcg-profile's
  * InstallHeapProfileFiles: a gzipped pprof file) into buf when it fits
  * and returns 0; else ERANGE. No NUL is added. *needed (may be NULL)
- * receives the size either way. ENOTSUP when no encoder is installed. */
+ * receives the size either way; each call encodes afresh, so the size may
+ * change between calls (retry on ERANGE). ENOTSUP when no encoder is
+ * installed. */
 UMEMCG_C_EXPORT int umemcg_heap_profile(umemcg_group_t* group, int subtree,
                                         void* buf, size_t len, size_t* needed);
 
