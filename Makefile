@@ -35,6 +35,11 @@ DEB_PACKAGES += libseccomp-dev prometheus
 DEB_PACKAGES += tmux
 # libumemcg-jemalloc: per-group arenas (jemalloc 5.3).
 DEB_PACKAGES += libjemalloc-dev
+# Heap profiles (libumemcg-profile): the pprof encoder (libprotobuf, protoc)
+# and the real clients its tests read them with (go tool pprof,
+# google-pprof); libunwind, loaded at run time for fast stack capture and
+# linked by the comparison benchmark.
+DEB_PACKAGES += libprotobuf-dev protobuf-compiler golang-go google-perftools libunwind-dev
 TEST_PRESETS := release asan tsan fuzz
 BUILD_PRESETS := release debug asan tsan fuzz release-static
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

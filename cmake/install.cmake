@@ -36,6 +36,9 @@ endif()
 if(NOT TARGET umemcg_jemalloc)
   list(APPEND _umemcg_header_excludes PATTERN "jemalloc.h" EXCLUDE)
 endif()
+# libumemcg-profile (the pprof encoder) is not installed yet: nor is its
+# header.
+list(APPEND _umemcg_header_excludes PATTERN "heap_profile_pprof.h" EXCLUDE)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/umemcg
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h" PATTERN "*.def"

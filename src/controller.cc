@@ -24,6 +24,7 @@
 #include "obj_stock.h"
 #include "port/fork.h"
 #include "port/srcu.h"
+#include "profile/sampler.h"
 #include "rstat.h"
 #include "stock_drainer.h"
 #include "umemcg/obj_cgroup.h"
@@ -167,6 +168,7 @@ Controller::Controller(ControllerOptions options, ControllerInfo info)
 Controller::~Controller() {
   // First: no fork may take this controller's locks while it goes away.
   internal::UnregisterForFork(fork_handler_.get());
+  profile::ForgetController(this);  // heap profile rates of it and its groups
   // Observers (mounts, servers) stop using the controller first. No
   // charge runs any more, so RaiseEvent's view goes with them.
   event_observers_.store(nullptr, std::memory_order_relaxed);

@@ -38,6 +38,7 @@
 #include "controller_impl.h"
 #include "obj_stock.h"
 #include "port/srcu.h"
+#include "profile/sampler.h"
 #include "rstat.h"
 #include "umemcg/controller.h"
 #include "umemcg/obj_cgroup.h"
@@ -99,6 +100,7 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
     // Now, not deferred: Reap may free `g` right after.
     Deliver("objcg_partial_page", g, Pages(pages));
   }
+  profile::ForgetObjCgroup(objcg);  // the heap profile's sites of it
   delete objcg;
   live_objcgs_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -236,6 +238,7 @@ void Controller::FreeGroup(Group* g, std::vector<FreedGroup>* freed) {
       a->nr_dying_descendants_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
+  profile::ForgetGroup(g);  // its heap profile rate, if it had one
   delete g;
   live_groups_.fetch_sub(1, std::memory_order_relaxed);
   // May queue the parent (pushed on to_free_; ReapImpl's loop sees it).

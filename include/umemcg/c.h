@@ -185,6 +185,22 @@ UMEMCG_C_EXPORT int umemcg_read_file(umemcg_group_t* group, const char* name,
 UMEMCG_C_EXPORT int umemcg_write_file(umemcg_group_t* group, const char* name,
                                       const char* text);
 
+/* ---- Heap profiles (see umemcg/heap_profile.h) ---- */
+
+/* Sets the group's heap sampling interval in bytes (0: off; it applies to
+ * the descendants without their own). */
+UMEMCG_C_EXPORT int umemcg_set_heap_profile_rate(umemcg_group_t* group,
+                                                 uint64_t bytes);
+/* Copies the group's heap profile (subtree != 0: with its descendants) as
+ * the installed encoder writes it (libumemcg-profile's
+ * InstallHeapProfileFiles: a gzipped pprof file) into buf when it fits
+ * and returns 0; else ERANGE. No NUL is added. *needed (may be NULL)
+ * receives the size either way; each call encodes afresh, so the size may
+ * change between calls (retry on ERANGE). ENOTSUP when no encoder is
+ * installed. */
+UMEMCG_C_EXPORT int umemcg_heap_profile(umemcg_group_t* group, int subtree,
+                                        void* buf, size_t len, size_t* needed);
+
 /* Open files: what an open file descriptor is to a cgroup file, for what
  * is per handle (a memory.peak write resets the peak seen through that
  * handle only). A handle is used by one call at a time (calls on it from

@@ -179,9 +179,12 @@ struct MetricsServerOptions {
   size_t max_pending = 64;
 };
 
-// Serves GET /metrics on its own threads until stopped. Every other path
-// is 404, every other method on /metrics 405 (Allow: GET), a malformed
-// request 400; each answer closes the connection.
+// Serves GET /metrics on its own threads until stopped, and GET
+// /debug/pprof/heap?group=PATH: the group's memory.heap_profile (a gzipped
+// pprof heap profile of the subtree, heap_profile.h; 404 when the program
+// installed no encoder or there is no such group). Every other path is
+// 404, every other method 405 (Allow: GET), a malformed request 400; each
+// answer closes the connection.
 class UMEMCG_EXPORT MetricsServer {
  public:
   virtual ~MetricsServer() = default;

@@ -15,6 +15,7 @@
 #include "umemcg/events.h"        // IWYU pragma: export
 #include "umemcg/files.h"         // IWYU pragma: export
 #include "umemcg/group.h"         // IWYU pragma: export
+#include "umemcg/heap_profile.h"  // IWYU pragma: export
 #include "umemcg/obj_cgroup.h"    // IWYU pragma: export
 #include "umemcg/page_counter.h"  // IWYU pragma: export
 #include "umemcg/pressure.h"      // IWYU pragma: export

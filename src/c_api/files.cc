@@ -9,6 +9,7 @@
 #include "umemcg/files.h"
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "c_api/c_api_internal.h"
 #include "c_api/handles.h"
 #include "umemcg/c.h"
+#include "umemcg/heap_profile.h"
 
 using umemcg::MemoryFile;
 using umemcg::WriteMode;
@@ -69,6 +71,29 @@ extern "C" int umemcg_read_file(umemcg_group_t* group, const char* name,
   auto text = g.group()->ReadFile(name);
   if (!text.ok()) return Err(text.status());
   return CopyOut(text.value(), buf, len, needed);
+}
+
+extern "C" int umemcg_set_heap_profile_rate(umemcg_group_t* group,
+                                            uint64_t bytes) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  umemcg::SetHeapProfileRate(*g.group(), umemcg::Bytes(bytes));
+  return 0;
+}
+
+extern "C" int umemcg_heap_profile(umemcg_group_t* group, int subtree,
+                                   void* buf, size_t len, size_t* needed) {
+  GroupUse g = AcquireGroup(group);
+  if (int e = CheckGroupArg(group, g)) return e;
+  const umemcg::HeapProfileEncoder encode = umemcg::GetHeapProfileEncoder();
+  if (encode == nullptr) return ENOTSUP;
+  const std::string bytes =
+      encode(umemcg::SnapshotHeapProfile(*g.group(), subtree != 0));
+  if (needed != nullptr) *needed = bytes.size();
+  if (buf == nullptr && len != 0) return EINVAL;
+  if (len < bytes.size()) return ERANGE;
+  std::memcpy(buf, bytes.data(), bytes.size());
+  return 0;
 }
 
 extern "C" int umemcg_write_file(umemcg_group_t* group, const char* name,

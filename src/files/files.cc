@@ -18,6 +18,7 @@
 #include "external_limit.h"
 #include "files/parse.h"
 #include "umemcg/controller.h"
+#include "umemcg/heap_profile.h"
 #include "umemcg/pressure.h"
 
 namespace umemcg {
@@ -216,6 +217,10 @@ constexpr MemoryFile::Spec kFiles[] = {
     {"memory.pressure", true, true, true},
 };
 
+// Shown once a heap profile encoder is installed (heap_profile.h).
+constexpr MemoryFile::Spec kHeapProfileFile = {"memory.heap_profile", true,
+                                               true, false};
+
 }  // namespace
 
 // memory.peak handles that have written, per group (kernel: peaks_lock and
@@ -308,6 +313,10 @@ StatusOr<std::unique_ptr<MemoryFile>> MemoryFile::Open(Group& group,
     if (group.is_root() && !spec.on_root) break;
     return std::unique_ptr<MemoryFile>(new MemoryFile(GroupRef(&group), &spec));
   }
+  if (name == kHeapProfileFile.name && GetHeapProfileEncoder() != nullptr) {
+    return std::unique_ptr<MemoryFile>(
+        new MemoryFile(GroupRef(&group), &kHeapProfileFile));
+  }
   if (const internal::ExternalLimit::FileSpec* file =
           internal::ExternalLimits::FindFile(group, name)) {
     return std::unique_ptr<MemoryFile>(
@@ -356,6 +365,12 @@ StatusOr<std::string> MemoryFile::Read() {
     return std::string(g.oom_group() ? "1\n" : "0\n");
   if (n == "memory.stock") return g.MemoryStock();
   if (n == "memory.pressure") return FormatPressure(ReadPressure(g));
+  if (n == kHeapProfileFile.name) {
+    if (HeapProfileEncoder encode = GetHeapProfileEncoder()) {
+      return encode(SnapshotHeapProfile(g, /*subtree=*/true));
+    }
+    return Status(StatusCode::kFailedPrecondition, "no heap profile encoder");
+  }
   return Status(StatusCode::kPermissionDenied, "file is write-only");
 }
 
@@ -450,6 +465,9 @@ std::vector<std::string> Group::ListFiles() const {
     if (!is_root() || spec.on_root) names.emplace_back(spec.name);
   }
   if (memory) internal::ExternalLimits::AppendFileNames(*this, &names);
+  if (memory && GetHeapProfileEncoder() != nullptr) {
+    names.emplace_back(kHeapProfileFile.name);
+  }
   return names;
 }
 

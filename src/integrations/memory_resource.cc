@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <new>
 
+#include "profile/sampler.h"
 #include "umemcg/check.h"
 
 namespace umemcg {
@@ -21,11 +22,15 @@ namespace {
 // resource's reference pins it, or null: charged to nothing).
 struct BlockHeader {
   alignas(ObjCgroupRef) unsigned char owner[sizeof(ObjCgroupRef)];
-  uint64_t size_flags;  // charged bytes | kHoldsRef
+  uint64_t size_flags;  // charged bytes | kHoldsRef | kSampled
 };
 static_assert(sizeof(ObjCgroupRef) == sizeof(ObjCgroup*));
 static_assert(sizeof(BlockHeader) == 16);
 constexpr uint64_t kHoldsRef = uint64_t{1} << 63;
+// The heap profiler recorded the block (src/profile/sampler.h): its free
+// drops the sample. Unsampled frees never reach the profiler.
+constexpr uint64_t kSampled = uint64_t{1} << 62;
+constexpr uint64_t kSizeMask = kSampled - 1;
 constexpr size_t kMinAlign = 16;  // >= sizeof(BlockHeader), a power of two
 
 BlockHeader* HeaderOf(const void* p) {
@@ -60,7 +65,7 @@ MemoryResource::MemoryResource(ChargeActiveGroupTag, Group* fallback,
 
 void* MemoryResource::do_allocate(size_t bytes, size_t alignment) {
   const size_t align = std::max(alignment, kMinAlign);
-  if (bytes > SIZE_MAX - align || bytes + align > ~kHoldsRef) {
+  if (bytes > SIZE_MAX - align || bytes + align > kSizeMask) {
     throw std::bad_alloc();
   }
   const size_t total = bytes + align;
@@ -88,18 +93,25 @@ void* MemoryResource::do_allocate(size_t bytes, size_t alignment) {
   } else {
     new (h->owner) ObjCgroup*(owner);
   }
-  h->size_flags = total | (holds_ref ? kHoldsRef : 0);
+  uint64_t sampled = 0;
+  // One thread-local subtraction and a branch unless the countdown expired.
+  if (owner != nullptr && profile::CountdownExpired(total) &&
+      profile::SampleSlow(owner, p, total, __builtin_return_address(0))) {
+    sampled = kSampled;
+  }
+  h->size_flags = total | (holds_ref ? kHoldsRef : 0) | sampled;
   return p;
 }
 
 void MemoryResource::do_deallocate(void* p, size_t bytes, size_t alignment) {
   const size_t align = std::max(alignment, kMinAlign);
   BlockHeader* h = HeaderOf(p);
-  const uint64_t total = h->size_flags & ~kHoldsRef;
+  const uint64_t total = h->size_flags & kSizeMask;
   // pmr requires the allocation's size and alignment back.
   UMEMCG_DCHECK(total == bytes + align);
   (void)bytes;
   ObjCgroup* owner = OwnerIn(h);
+  if (h->size_flags & kSampled) profile::Forget(p);
   // Uncharges the owner recorded at allocation: after its group's removal
   // the objcg points at the parent, which is uncharged instead.
   if (owner != nullptr) owner->Uncharge(Bytes(total), item_);
@@ -119,7 +131,7 @@ ObjCgroup* MemoryResource::OwnerOf(const void* p) {
 }
 
 size_t MemoryResource::ChargedSizeOf(const void* p) {
-  return HeaderOf(p)->size_flags & ~kHoldsRef;
+  return HeaderOf(p)->size_flags & kSizeMask;
 }
 
 MemoryResource& DefaultActiveResource() {

@@ -1,7 +1,8 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// ServeMetrics: GET /metrics over HTTP/1.1, cpp-httplib parsing and
-// routing each request, our own threads around it.
+// ServeMetrics: GET /metrics (and GET /debug/pprof/heap?group=PATH, a
+// group's heap profile) over HTTP/1.1, cpp-httplib parsing and routing each
+// request, our own threads around it.
 //
 // Bounds. httplib's own accept loop gives no whole-request deadline (a
 // client sending one header line per read timeout would hold a thread for
@@ -14,7 +15,7 @@
 // accepting thread serves the next one itself, which stops accepting for
 // at most request_timeout: the kernel's listen backlog absorbs the rest.
 // httplib parses (bad request lines and oversized header lines: 400); the
-// pre-routing handler answers everything but GET /metrics before any body
+// pre-routing handler answers everything but GET of those before any body
 // is read. Stopping wakes the accepting thread through an eventfd and
 // joins the workers, each done within request_timeout.
 
@@ -37,6 +38,8 @@
 #include <vector>
 
 #include "ops/attachment.h"
+#include "umemcg/controller.h"
+#include "umemcg/group.h"
 #include "umemcg/metrics.h"
 
 #ifdef UMEMCG_HAVE_HTTPLIB
@@ -210,6 +213,9 @@ class HttpServer final : public httplib::Server {
   }
 };
 
+// A group's heap profile (see the route in Server).
+constexpr const char* kHeapPath = "/debug/pprof/heap";
+
 class Server final : public internal::Attachment {
  public:
   Server(Controller& controller, const MetricsServerOptions& options)
@@ -218,7 +224,7 @@ class Server final : public internal::Attachment {
     http_.set_pre_routing_handler([this](const httplib::Request& req,
                                          httplib::Response& res) {
       requests_.fetch_add(1, std::memory_order_relaxed);  // a statistic
-      if (req.path != "/metrics") {
+      if (req.path != "/metrics" && req.path != kHeapPath) {
         res.status = 404;
         res.set_content("not found: only /metrics is served\n", "text/plain");
         return httplib::Server::HandlerResponse::Handled;
@@ -236,6 +242,36 @@ class Server final : public internal::Attachment {
                 res.set_content(FormatPrometheus(CollectMetrics(controller_)),
                                 "text/plain; version=0.0.4; charset=utf-8");
               });
+    // A group's heap profile (pprof, gzipped), the path Go's and
+    // gperftools' users point their tools at: the group's
+    // memory.heap_profile file (heap_profile.h), present once the program
+    // installed an encoder (libumemcg-profile's InstallHeapProfileFiles).
+    http_.Get(kHeapPath, [this](const httplib::Request& req,
+                                httplib::Response& res) {
+      std::string path =
+          req.has_param("group") ? req.get_param_value("group") : "";
+      while (!path.empty() && path.front() == '/') path.erase(0, 1);
+      while (!path.empty() && path.back() == '/') path.pop_back();
+      StatusOr<GroupRef> g =
+          path.empty() ? StatusOr<GroupRef>(GroupRef(&controller_.root()))
+                       : controller_.Lookup(path);
+      if (!g.ok()) {
+        res.status = 404;
+        res.set_content("no such group: " + path + "\n", "text/plain");
+        return;
+      }
+      StatusOr<std::string> profile =
+          g.value()->ReadFile("memory.heap_profile");
+      if (!profile.ok()) {
+        res.status = 404;
+        res.set_content(
+            "no heap profile (the program has not installed an "
+            "encoder: InstallHeapProfileFiles)\n",
+            "text/plain");
+        return;
+      }
+      res.set_content(std::move(profile.value()), "application/octet-stream");
+    });
     // Not httplib's default SO_REUSEPORT: a second server (or another
     // process) must not be able to bind the same port and take scrapes.
     http_.set_socket_options([](socket_t sock) {

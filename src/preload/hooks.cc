@@ -9,7 +9,8 @@
 // Header (16 bytes, right before the pointer returned):
 //   owner   ObjCgroup* charged, or 0 (charged to nothing); bit 0 set for
 //           an over-aligned block, whose offset from glibc's block is then
-//           stored in the 8 bytes before the header
+//           stored in the 8 bytes before the header; bit 1 set when the
+//           heap profiler sampled the block (src/profile/sampler.h)
 //   check   Mix(secret, pointer, owner) | 1; 0 once freed
 // The bytes charged are glibc's chunk size (the heap bytes the block
 // takes, glibc's own header and our 16 bytes included), read from glibc's
@@ -47,6 +48,7 @@
 
 #include "preload/heap_fork.h"
 #include "preload/preload_internal.h"
+#include "profile/sampler.h"
 
 extern "C" {
 void* __libc_malloc(size_t size);
@@ -82,6 +84,7 @@ constexpr size_t kChunkMmapped = 2;
 // (glibc refuses anything above PTRDIFF_MAX with ENOMEM as well).
 constexpr size_t kMaxRequest = SIZE_MAX / 4;
 constexpr uintptr_t kOverAligned = 1;
+constexpr uintptr_t kSampled = 2;  // ObjCgroup is 64-byte aligned
 // glibc's dynamic mmap threshold: 128 KiB, raised to the size of each
 // freed mmapped chunk up to 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit).
 constexpr size_t kDefaultMmapThreshold = 128 * 1024;
@@ -173,7 +176,7 @@ inline bool IsOurs(void* p) {
 }
 
 inline ObjCgroup* OwnerOf(const Header* h) {
-  return reinterpret_cast<ObjCgroup*>(h->owner & ~kOverAligned);
+  return reinterpret_cast<ObjCgroup*>(h->owner & ~(kOverAligned | kSampled));
 }
 
 // glibc's block that `p` (ours) lives in.
@@ -308,6 +311,29 @@ inline void* Publish(void* raw, size_t offset, ObjCgroup* owner) {
   return p;
 }
 
+// The profiler's countdown expired on `p` (published, `bytes` charged to
+// `owner`): sampled, the header says so (and its check word is redone).
+[[gnu::noinline]] void MaybeSample(void* p, ObjCgroup* owner, uint64_t bytes,
+                                   const void* entry_return) {
+  HookGuard guard;  // what the profiler allocates is not charged
+  if (profile::SampleSlow(owner, p, bytes, entry_return)) {
+    Header* h = HeaderOf(p);
+    h->owner |= kSampled;
+    h->check = CheckWord(p, h->owner);
+  }
+  if (__builtin_expect(g_profile_requested.load(std::memory_order_relaxed),
+                       0) &&
+      g_profile_requested.exchange(false, std::memory_order_relaxed)) {
+    WriteRequestedProfile();
+  }
+}
+
+// A sampled block is freed or moved: its sample goes.
+[[gnu::noinline]] void ForgetSample(void* p) {
+  HookGuard guard;
+  profile::Forget(p);
+}
+
 // Hands a block glibc just gave back to it, unused (its charge was refused).
 [[gnu::noinline]] void GiveBack(void* raw) {
   if (ChunkMmapped(raw)) NoteMmappedFree(ChunkBytes(raw));  // glibc's rule
@@ -348,7 +374,11 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
     return nullptr;
   }
   if (aligned && zero) std::memset(raw, 0, raw_size);
-  return Publish(raw, aligned ? align : kHeaderSize, owner);
+  void* p = Publish(raw, aligned ? align : kHeaderSize, owner);
+  if (owner != nullptr && profile::CountdownExpired(actual)) {
+    MaybeSample(p, owner, actual, __builtin_return_address(0));
+  }
+  return p;
 }
 
 inline void* Allocate(size_t size, size_t align, bool zero) {
@@ -380,6 +410,7 @@ void Free(void* p) {
   // A second free of `p` is not ours any more, and is told apart (above).
   // An over-aligned block's offset may not survive glibc's bookkeeping, so
   // its second free goes to glibc as it is.
+  if (__builtin_expect((h->owner & kSampled) != 0, 0)) ForgetSample(p);
   h->check = (h->owner & kOverAligned) == 0 ? FreedMark(p) : 0;
   if (owner != nullptr) {
     UnbookBlock(owner, bytes);
@@ -450,6 +481,9 @@ void* Reallocate(void* p, size_t size) {
       }
     }
   }
+  // A sampled block's sample goes (if glibc refuses, the block stays
+  // unsampled in the profile); the new block counts as a new allocation.
+  if (__builtin_expect((h->owner & kSampled) != 0, 0)) ForgetSample(p);
   const uint64_t check = h->check;
   h->check = 0;  // glibc may move the block: no stale header stays valid
   void* fresh = __libc_realloc(raw, raw_size);
@@ -474,7 +508,11 @@ void* Reallocate(void* p, size_t size) {
       HeapBookEnd();
     }
   }
-  return Publish(fresh, kHeaderSize, owner);
+  void* q = Publish(fresh, kHeaderSize, owner);
+  if (owner != nullptr && profile::CountdownExpired(new_bytes)) {
+    MaybeSample(q, owner, new_bytes, __builtin_return_address(0));
+  }
+  return q;
 }
 
 bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }

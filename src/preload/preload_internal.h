@@ -146,6 +146,13 @@ struct MapStats {
 };
 MapStats GetMapStats();
 // Fork handlers for the range table (runtime.cc registers them).
+// UMEMCG_PROFILE with SIGUSR2: the signal only raises a flag; the next
+// sampling decision (MaybeSample, every ~interval bytes allocated) writes
+// the profile, outside the handler. Set by the handler (relaxed: a flag,
+// read with an exchange).
+extern std::atomic<bool> g_profile_requested;
+void WriteRequestedProfile();
+
 void MapTableLockForFork();
 void MapTableUnlockAfterFork();
 

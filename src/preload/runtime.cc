@@ -29,6 +29,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@
 #include "preload/preload_internal.h"
 #include "umemcg/active.h"
 #include "umemcg/controller.h"
+#include "umemcg/heap_profile.h"
 #include "umemcg/preload.h"
 
 extern char** environ;
@@ -98,6 +100,9 @@ struct Runtime {
   ObjCgroupRef process_objcg;
   bool enforce = false;
   ReportSink report;
+  // UMEMCG_PROFILE: where the heap profile goes at exit (absolute; "%p"
+  // is replaced by the pid then).
+  std::string profile_path;
   std::mutex mu;  // guards assigned
   std::vector<Assigned> assigned;
 };
@@ -360,6 +365,88 @@ bool SameFile(int fd, const ReportSink& sink) {
          st.st_ino == sink.ino;
 }
 
+// ---- The heap profile (UMEMCG_PROFILE, UMEMCG_PROFILE_RATE) ----
+
+void SetUpProfile(Runtime& rt) {
+  const char* path = std::getenv("UMEMCG_PROFILE");
+  if (path == nullptr || *path == '\0') {
+    // Nobody can read a profile: no sampling (no stack is captured, and
+    // libunwind, which keeps a pipe open, is never loaded).
+    SetHeapProfileRate(*rt.controller, Bytes(0));
+    return;
+  }
+  if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE"); rate && *rate) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(rate, &end, 10);
+    if (end != rate && *end == '\0') {
+      SetHeapProfileRate(*rt.controller, Bytes(v));
+    } else {
+      Warn("umemcg-preload: ignoring UMEMCG_PROFILE_RATE=%s (bytes)\n", rate);
+    }
+  }
+  rt.profile_path = path;
+  // SIGUSR2 asks for a profile now, if the program has not taken the
+  // signal (its default would kill the process).
+  struct sigaction old {};
+  if (sigaction(SIGUSR2, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {
+      g_profile_requested.store(true, std::memory_order_relaxed);
+    };
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR2, &sa, nullptr);
+  }
+  if (path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      rt.profile_path = std::string(cwd) + "/" + path;
+      ReplaceEnv("UMEMCG_PROFILE", rt.profile_path);
+    }
+  }
+}
+
+// The process group's subtree profile, in the legacy heap text (pprof and
+// google-pprof read it and symbolize from the maps it carries). `seq` > 0
+// (SIGUSR2's n-th) is appended to the path as ".n".
+void WriteProfile(const Runtime& rt, int seq = 0) {
+  std::string path = rt.profile_path;
+  if (const size_t at = path.find("%p"); at != std::string::npos) {
+    path.replace(at, 2, std::to_string(getpid()));
+  }
+  if (seq > 0) {
+    path += '.';
+    path += std::to_string(seq);
+  }
+  const std::string text =
+      FormatLegacyHeapProfile(SnapshotHeapProfile(*rt.process, true));
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    Warn("umemcg-preload: cannot write UMEMCG_PROFILE %s\n", path.c_str());
+    return;
+  }
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
+}  // namespace
+
+std::atomic<bool> g_profile_requested{false};
+
+void WriteRequestedProfile() {
+  static std::atomic<int> seq{0};  // relaxed: numbers the files only
+  Runtime* rt = g_runtime.load(std::memory_order_acquire);
+  if (rt == nullptr || rt->profile_path.empty()) return;
+  WriteProfile(*rt, seq.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
+namespace {
+
 // ---- Fork ----
 
 void ForkPrepare() {
@@ -445,6 +532,7 @@ void Init() {
                        ? ChargeFlags::kMayReclaim | ChargeFlags::kNoThrottle
                        : kChargeAtomic | ChargeFlags::kNoThrottle;
   SetUpReport(rt->report, std::getenv("UMEMCG_REPORT"));
+  SetUpProfile(*rt);
 
   const std::string mount_dir = TakeEnv("UMEMCG_MOUNT");
   const std::string metrics_address = TakeEnv("UMEMCG_METRICS");
@@ -467,6 +555,10 @@ void Init() {
 void Fini() {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) return;
+  if (!rt->profile_path.empty()) {
+    HookGuard guard;
+    WriteProfile(*rt);
+  }
   const ReportSink& sink = rt->report;
   if (sink.to_stderr) {
     // The duplicate, if it is still the start-up stderr; else fd 2 if

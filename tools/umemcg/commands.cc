@@ -3,6 +3,9 @@
 #include "commands.h"
 
 #include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "format.h"
 
@@ -97,6 +100,24 @@ StatusOr<std::string> MetricsCommand(Target& target) {
   StatusOr<MetricsSnapshot> s = CollectMetrics(*target.reader, target.group);
   if (!s.ok()) return s.status();
   return FormatPrometheus(s.value());
+}
+
+Status ProfileCommand(Target& target, const std::string& out) {
+  StatusOr<std::string> bytes =
+      target.reader->Read(target.group, "memory.heap_profile");
+  if (!bytes.ok()) return bytes.status();
+  FILE* f = out == "-" ? stdout : std::fopen(out.c_str(), "wb");
+  if (f == nullptr) {
+    return Status(StatusCode::kPermissionDenied,
+                  "cannot open " + out + ": " + std::strerror(errno));
+  }
+  const std::string& b = bytes.value();
+  const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
+  const bool closed = f == stdout ? std::fflush(f) == 0 : std::fclose(f) == 0;
+  if (!ok || !closed) {
+    return Status(StatusCode::kResourceExhausted, "cannot write " + out);
+  }
+  return Status::Ok();
 }
 
 }  // namespace umemcg::cli

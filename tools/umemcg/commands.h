@@ -53,6 +53,12 @@ Status SetCommand(Target& target, std::string_view file,
 // below the opened directory, "/" for the directory itself).
 StatusOr<std::string> MetricsCommand(Target& target);
 
+// Copies the group's memory.heap_profile (a gzipped pprof heap profile of
+// its subtree; heap_profile.h) to `out` ("-": standard output), for
+// `go tool pprof`. kNotFound when the mount has no such file (the program
+// installed no heap profile encoder, or a kernel hierarchy).
+Status ProfileCommand(Target& target, const std::string& out);
+
 }  // namespace umemcg::cli
 
 #endif  // UMEMCG_TOOLS_COMMANDS_H_

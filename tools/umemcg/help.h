@@ -35,6 +35,10 @@ COMMANDS
   set DIR/GROUP FILE VALUE   write one, as `echo VALUE > FILE` (4G, 512M,
                              max); a refused write prints the errno's text
   metrics DIR                the subtree in the Prometheus text format
+  profile DIR/GROUP -o FILE  the subtree's sampled heap profile
+                             (memory.heap_profile, a gzipped pprof file
+                             for `go tool pprof`; a umemcg mount whose
+                             program installed the encoder)
   cluster SUBCOMMAND         the cluster quota in Redis (when built with
                              libumemcg-cluster): set-max GROUP SIZE,
                              remove GROUP, tree, top [--once] [-b] [-d S]
@@ -50,6 +54,7 @@ EXAMPLES
   umemcg --bytes cat /tmp/tenant-cache/tenants/a memory.current
   umemcg set /tmp/tenant-cache/tenants/a memory.max 8M
   umemcg --root /tmp/tenant-cache cat tenants/a memory.events
+  umemcg profile /tmp/tenant-cache/tenants/a -o a.pb.gz
 
 SEE ALSO
   umemcg(1) (man umemcg), umemcg-bench(1), systemd-cgtop(1).)";

@@ -8,6 +8,7 @@
 //   umemcg cat DIR/GROUP FILE             one memory file
 //   umemcg set DIR/GROUP FILE VALUE       write one (e.g. memory.max 4G)
 //   umemcg metrics DIR                    Prometheus text exposition
+//   umemcg profile DIR/GROUP -o FILE      the subtree's heap profile (pprof)
 //   umemcg cluster [--redis URL] set-max GROUP SIZE | remove GROUP | tree
 //                  | top [--once]         the cluster quota in Redis
 //                                         (with libumemcg-cluster)
@@ -175,6 +176,15 @@ int main(int argc, char** argv) {
       "metrics", "Print the tree's metrics in the Prometheus text format");
   metrics->add_option("DIR", target, "Group directory")->required();
 
+  auto* profile = app.add_subcommand(
+      "profile",
+      "Copy a group's heap profile (memory.heap_profile, gzipped pprof) "
+      "for go tool pprof");
+  profile->add_option("DIR/GROUP", target, "Group directory")->required();
+  std::string profile_out = "-";
+  profile->add_option("-o,--output", profile_out,
+                      "Output file ('-': standard output)");
+
 #ifdef UMEMCG_HAVE_CLUSTER
   ClusterCli cluster_cli;
   AddClusterCommands(app, cluster_cli);
@@ -205,6 +215,10 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail(command, s);
   }
   if (metrics->parsed()) return Print(command, cli::MetricsCommand(t.value()));
+  if (profile->parsed()) {
+    const Status s = cli::ProfileCommand(t.value(), profile_out);
+    return s.ok() ? 0 : Fail(command, s);
+  }
   top_options.raw = raw;
   top_options.delay =
       std::chrono::milliseconds(static_cast<int64_t>(delay_s * 1000 + 0.5));

@@ -1,0 +1,66 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The seam between the allocator integrations and the heap profiler
+// (include/umemcg/heap_profile.h). An integration calls CountdownExpired
+// with the bytes it charged to an objcg: one thread-local subtraction and a
+// branch. Only when it returns true does it call SampleSlow, which decides
+// (thinning for groups sampled less often than the process-wide minimum
+// interval), captures the stack and records the block; a true result means
+// "sampled", and the integration keeps a bit in the block's header so that
+// its free calls Forget. Unsampled frees never reach this component.
+
+#ifndef UMEMCG_PROFILE_SAMPLER_H_
+#define UMEMCG_PROFILE_SAMPLER_H_
+
+#include <cstdint>
+
+namespace umemcg {
+class Controller;
+class Group;
+class ObjCgroup;
+namespace profile {
+
+struct ThreadSampler {
+  // Bytes this thread may still allocate before the next sampling point
+  // of its Poisson process; below zero: the slow path decides.
+  int64_t bytes_until_sample = 0;
+  uint64_t rng = 0;  // xorshift state; 0 until the thread's first slow path
+  int busy = 0;      // inside the slow path: nested allocations not sampled
+};
+// Initial-exec: one %fs-relative access on the allocation paths, no
+// __tls_get_addr call (the preload's own state is initial-exec too; a
+// dlopen'ed copy takes 24 bytes of the static TLS surplus).
+extern constinit thread_local ThreadSampler tls_sampler
+    __attribute__((tls_model("initial-exec")));
+
+// Counts `size` bytes allocated; true when the countdown expired.
+[[gnu::always_inline]] inline bool CountdownExpired(uint64_t size) {
+  ThreadSampler& t = tls_sampler;
+  t.bytes_until_sample -= static_cast<int64_t>(size);
+  return __builtin_expect(t.bytes_until_sample < 0, 0);
+}
+
+// After CountdownExpired: samples the block or not, draws the next
+// countdown. `entry_return` is the return address of the allocator's entry
+// point (the allocating code's call into it; __builtin_return_address(0)
+// there): frames below it (the allocator's own) are cut from the stack. A
+// null one keeps everything but the profiler's frames. REQUIRES: the caller
+// holds a reference to `owner` (non-null).
+[[gnu::noinline]] bool SampleSlow(ObjCgroup* owner, const void* block,
+                                  uint64_t size, const void* entry_return);
+
+// A sampled block is being freed (or moved by realloc): drops its sample.
+// A block not in the table (sampled before a fork) is ignored.
+[[gnu::noinline]] void Forget(const void* block);
+
+// A group or a controller is being freed: its sampling rates go.
+void ForgetGroup(const Group* group);
+void ForgetController(const Controller* controller);
+
+// An objcg is being freed (Controller::FreeObjCgroup): its sites go.
+void ForgetObjCgroup(const ObjCgroup* objcg);
+
+}  // namespace profile
+}  // namespace umemcg
+
+#endif  // UMEMCG_PROFILE_SAMPLER_H_
