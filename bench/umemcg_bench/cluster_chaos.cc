@@ -22,9 +22,11 @@
 // (P x 2,000 pages) is above what the nodes use, so every max event or OOM
 // handler call would be caused by the fault.
 //
-// Fields per fault: recover_ms (from the fault until every node charges
-// again: the last refused charge of any node; kill-node: until Redis
-// holds exactly the survivors' leases), over_max_pages (the worst of sum
+// Fields per fault: recover_ms (from the start of the fault until every
+// node charges again: holds a lease from a request sent after the fault
+// was over (fault_ms: how long injecting it took, e.g. the 2 s stop), out
+// of any learning window, with its lease record in Redis; kill-node: until
+// the dead node's lease is collected), over_max_pages (the worst of sum
 // of node usage - max and Redis usage - max, sampled every ~5 ms and
 // ~50 ms) and over_max_ms (the sampled time spent over), cmds_per_sec_node
 // (Redis commands per second per node from the fault to recovery), ooms
@@ -77,15 +79,16 @@ struct alignas(64) ChaosNode {
   std::atomic<int> failed{0};
   std::atomic<uint64_t> usage{0}, lease{0}, commands{0}, ooms{0}, max_events{0},
       oks{0};
-  std::atomic<int64_t> last_fail{0};  // Clock ticks of the last refusal
-  char owner[256] = {};               // the lease owner; set before ready
+  // When the request behind the current lease was sent (Clock ticks; 0:
+  // expired), and whether its reply said the group is learning.
+  std::atomic<int64_t> lease_sent{0};
+  std::atomic<int> learning{0};
+  char owner[256] = {};  // the lease owner; set before ready
 };
 struct ChaosShared {
   std::atomic<int> go{0}, stop{0}, unbind{0};
   ChaosNode nodes[kMaxChaosNodes];
 };
-
-int64_t Ticks() { return Clock::now().time_since_epoch().count(); }
 
 int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
   ChaosNode& me = sh.nodes[index];
@@ -119,8 +122,18 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
   std::snprintf(me.owner, sizeof(me.owner), "%s",
                 binding.state().lease_owner.c_str());
   // Relaxed: statistics read by the parent.
+  // The local expiry is lease_ttl - safety_margin after the request was
+  // sent.
+  const auto valid_for = milliseconds(kTtlMs) - milliseconds(kTtlMs) / 5;
   auto publish = [&] {
     const ClusterLeaseState st = binding.state();
+    me.lease_sent.store(st.expired ? 0
+                                   : (Clock::now() + st.expires_in - valid_for)
+                                         .time_since_epoch()
+                                         .count(),
+                        std::memory_order_relaxed);
+    me.learning.store(st.learning_for.count() > 0 ? 1 : 0,
+                      std::memory_order_relaxed);
     me.usage.store(group.usage().raw(), std::memory_order_relaxed);
     me.lease.store(st.lease.raw(), std::memory_order_relaxed);
     me.commands.store(st.redis_commands, std::memory_order_relaxed);
@@ -140,7 +153,6 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
         held += kStep;
         me.oks.fetch_add(1, std::memory_order_relaxed);
       } else {
-        me.last_fail.store(Ticks(), std::memory_order_relaxed);
         std::this_thread::sleep_for(milliseconds(1));
         group.Uncharge(Pages(held));
         held = 0;
@@ -368,8 +380,9 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
     }
     alive.back() = false;
   }
-  // Observe until every node charges again (kill-node: Redis holds exactly
-  // the survivors' leases), at most 20 s.
+  const Clock::time_point fault_done = Clock::now();
+  // Observe until every node charges again (kill-node: the dead node's
+  // lease is collected), at most 20 s.
   Clock::time_point recovered{};
   const Clock::time_point observe_end = fault_at + std::chrono::seconds(20);
   while (Clock::now() < observe_end) {
@@ -385,15 +398,25 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
       }
       continue;
     }
-    // Charging again: every node charged since the fault and has not been
-    // refused for 500 ms.
-    int64_t last = fault_at.time_since_epoch().count();
-    for (int i = 0; i < live; ++i) {
-      last = std::max(last, sh->nodes[i].last_fail.load());
+    // Charging again: every node holds a lease from a request sent after
+    // the fault was over, out of any learning window, and Redis has its
+    // lease record (claimed again after a loss). A refused charge is no
+    // sign: a node may cycle through pages already charged (its stock)
+    // without asking Redis.
+    bool all = true;
+    for (int i = 0; i < live && all; ++i) {
+      const ChaosNode& n = sh->nodes[i];
+      all = n.lease_sent.load() > fault_done.time_since_epoch().count() &&
+            n.learning.load() == 0;
+      if (all) {
+        auto r = sv.current->Command({"HEXISTS", "{umemcg}:l:tenant", n.owner});
+        all = r.ok() &&
+              r.value().type == cluster_internal::Reply::Type::kInteger &&
+              r.value().integer == 1;
+      }
     }
-    if (Clock::now() - Clock::time_point(Clock::duration(last)) >
-        milliseconds(500)) {
-      recovered = Clock::time_point(Clock::duration(last));
+    if (all) {
+      recovered = Clock::now();
       break;
     }
   }
@@ -427,6 +450,8 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
           : std::max(0.0, std::chrono::duration<double, std::milli>(recovered -
                                                                     fault_at)
                               .count());
+  out.fields["fault_ms"] =
+      std::chrono::duration<double, std::milli>(fault_done - fault_at).count();
   out.fields["over_max_pages"] = static_cast<double>(worst_over);
   out.fields["over_max_ms"] = over_ms;
   out.fields["cmds_per_sec_node"] =

@@ -201,12 +201,17 @@ class ClusterSentinelTest : public ::testing::Test {
           << nodes[i]->g->ReadFile("memory.cluster.stat").value();
       const double ms =
           std::chrono::duration<double, std::milli>(ready_at[i] - from).count();
+      const ClusterLeaseState st = nodes[i]->binding->state();
       std::printf(
           "node %d on the new master %.0f ms after the fault (connected to "
-          "it %.0f ms; allowed %lld)\n",
+          "it %.0f ms; allowed %lld; errors: connection %llu timeout %llu "
+          "missing %llu)\n",
           i, ms,
           std::chrono::duration<double, std::milli>(conn_at[i] - from).count(),
-          static_cast<long long>(allowed.count()));
+          static_cast<long long>(allowed.count()),
+          static_cast<unsigned long long>(st.errors_connection),
+          static_cast<unsigned long long>(st.errors_timeout),
+          static_cast<unsigned long long>(st.errors_missing));
       // 500 ms of slack for a busy machine.
       EXPECT_LE(ms, allowed.count() + 500.0)
           << "node " << i << "\n"
