@@ -26,8 +26,9 @@ DEB_PACKAGES += pkg-config fuse3 libfuse3-dev libcpp-httplib-dev libcli11-dev cu
 # umemcg-bench: command line parsing (CLI11, above) and SVG plots.
 DEB_PACKAGES += gnuplot-nox
 # The cluster quota (libumemcg-cluster): the Redis client library, and the
-# server its tests and `umemcg-bench cluster` start on loopback.
-DEB_PACKAGES += libhiredis-dev redis-server
+# server its tests and `umemcg-bench cluster` start on loopback, and the
+# sentinel its failover tests start.
+DEB_PACKAGES += libhiredis-dev redis-server redis-sentinel
 # Tests: a seccomp filter denying membarrier after start-up; promtool
 # (package prometheus) linting a real scrape.
 DEB_PACKAGES += libseccomp-dev prometheus

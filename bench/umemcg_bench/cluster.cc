@@ -13,6 +13,17 @@
 //               per charge and a DECRBY per uncharge, each thread on its
 //               own connection: what a naive integration does
 //   local       a umemcg group with the same max, no cluster
+//   drain       drain before refusal (issue 31): node A charges 6,016
+//               pages and goes idle holding a chunk (2,048 pages) of
+//               unused lease; node B then charges 64 pages at a time up to
+//               max - A's usage (16,384 - 6,016), which it reaches only if
+//               A gives its unused lease back when asked. Both nodes run
+//               in one child process (two Clusters: two connections, two
+//               lease owners, as two processes would be). Fields: fill_ms
+//               (B from its first charge to the target), need_to_fill_ms
+//               (from B's first charge that needed A's unused lease),
+//               stranded_pages (A's unused lease before), drains (B),
+//               drained (A), fails (B's refused charges), reached.
 //
 // Fields: redis_cmds_per_1k_charges (counted client-side: the commands
 // each process sent, between the end of a warm-up of a quarter of the run
@@ -32,11 +43,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "cluster/redis_client.h"
@@ -449,6 +462,145 @@ StatusOr<Sample> RunOnce(RedisProcess& redis, const Setup& s, double seconds) {
   return out;
 }
 
+// The drain variant's results, written by its child process (read by the
+// parent after waitpid).
+struct DrainOut {
+  double fill_ms = 0, need_to_fill_ms = 0, stranded = 0, drains = 0,
+         drained = 0, fails = 0, reached = 0, exact = 0, over_max = 0,
+         charges = 0;
+};
+
+int DrainChild(const std::string& url, const std::string& prefix,
+               DrainOut& out) {
+  constexpr uint64_t kMax = 16384, kIdleUsage = 6016, kStep = 64;
+  ClusterOptions base;
+  base.redis_url = url;
+  base.key_prefix = prefix;
+  auto admin = Cluster::Connect(base);
+  if (!admin.ok() || !admin.value()->SetMax("tenant", Pages(kMax)).ok()) {
+    return 1;
+  }
+  ClusterOptions oa = base;
+  oa.min_chunk = Pages(2048);  // A keeps up to two chunks of unused lease
+  oa.max_chunk = Pages(2048);
+  auto ca = Controller::Create({}), cb = Controller::Create({});
+  if (!ca.ok() || !cb.ok()) return 1;
+  auto ga = ca.value()->CreateGroup(ca.value()->root(), "a");
+  auto gb = cb.value()->CreateGroup(cb.value()->root(), "b");
+  auto na = Cluster::Connect(oa), nb = Cluster::Connect(base);
+  if (!ga.ok() || !gb.ok() || !na.ok() || !nb.ok()) return 1;
+  auto ba = na.value()->Bind(*ga.value(), "tenant");
+  auto bb = nb.value()->Bind(*gb.value(), "tenant");
+  if (!ba.ok() || !bb.ok()) return 1;
+  Group& a = *ga.value();
+  Group& b = *gb.value();
+  if (!a.TryCharge(Pages(kIdleUsage)).ok()) return 1;
+  ca.value()->DrainAllStocks(a);
+  if (!ba.value()->Sync().ok()) return 1;
+  const uint64_t lease_a = ba.value()->state().lease.raw();
+  out.stranded = static_cast<double>(lease_a - kIdleUsage);
+  const uint64_t target = kMax - kIdleUsage;
+  uint64_t held = 0, fails = 0, charges = 0;
+  const auto t0 = Clock::now();
+  Clock::time_point need_at{};
+  while (held < target && Clock::now() - t0 < std::chrono::seconds(10)) {
+    if (need_at == Clock::time_point{} && held + kStep > kMax - lease_a) {
+      need_at = Clock::now();
+    }
+    if (b.TryCharge(Pages(kStep)).ok()) {
+      held += kStep;
+      ++charges;
+    } else {
+      ++fails;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  const auto t1 = Clock::now();
+  out.fill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  out.need_to_fill_ms =
+      need_at == Clock::time_point{}
+          ? 0
+          : std::chrono::duration<double, std::milli>(t1 - need_at).count();
+  out.reached = held == target ? 1 : 0;
+  out.fails = static_cast<double>(fails);
+  out.charges = static_cast<double>(charges);
+  // Never over max; exact at quiescence (Redis holds both leases).
+  cb.value()->DrainAllStocks(b);
+  bool exact = false;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!exact && Clock::now() < deadline) {
+    if (!ba.value()->Sync().ok() || !bb.value()->Sync().ok()) continue;
+    auto snap = admin.value()->Snapshot();
+    if (!snap.ok()) continue;
+    for (const ClusterGroupInfo& g : snap.value().groups) {
+      if (g.path != "tenant") continue;
+      out.over_max = std::max(
+          out.over_max,
+          g.usage.raw() > kMax ? static_cast<double>(g.usage.raw() - kMax) : 0);
+      exact = g.usage == ba.value()->state().lease + bb.value()->state().lease;
+    }
+    if (!exact) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  out.drains = static_cast<double>(bb.value()->state().drains);
+  out.drained = static_cast<double>(ba.value()->state().drained);
+  b.Uncharge(Pages(held));
+  a.Uncharge(Pages(kIdleUsage));
+  if (!ba.value()->Unbind().ok() || !bb.value()->Unbind().ok()) return 1;
+  auto snap = admin.value()->Snapshot();
+  bool zero = snap.ok();
+  if (snap.ok()) {
+    for (const ClusterGroupInfo& g : snap.value().groups) {
+      if (g.path == "tenant" && g.usage != Pages(0)) zero = false;
+    }
+  }
+  out.exact = exact && zero ? 1 : 0;
+  return 0;
+}
+
+StatusOr<Sample> RunDrainOnce(RedisProcess& redis, const std::string& prefix) {
+  void* mem = mmap(nullptr, sizeof(DrainOut), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return Failed("cluster drain: mmap failed");
+  DrainOut* out = new (mem) DrainOut();
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) _exit(DrainChild(redis.url(), prefix, *out));
+  if (pid < 0) {
+    munmap(mem, sizeof(DrainOut));
+    return Failed("cluster drain: fork failed");
+  }
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  const DrainOut o = *out;
+  munmap(mem, sizeof(DrainOut));
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+    return Failed("cluster drain: the node process failed");
+  }
+  if (o.exact != 1) {
+    return Failed(
+        "cluster drain: Redis did not hold exactly the nodes' leases at "
+        "quiescence");
+  }
+  Sample s;
+  s.ops = o.charges;
+  s.seconds = o.fill_ms / 1000;
+  s.fields["fill_ms"] = o.fill_ms;
+  s.fields["need_to_fill_ms"] = o.need_to_fill_ms;
+  s.fields["stranded_pages"] = o.stranded;
+  s.fields["drains"] = o.drains;
+  s.fields["drained"] = o.drained;
+  s.fields["fails"] = o.fails;
+  s.fields["reached"] = o.reached;
+  s.fields["exact"] = o.exact;
+  s.fields["over_max_pages"] = o.over_max;
+  s.fields["processes"] = 2;
+  s.fields["max_pages"] = 16384;
+  s.fields["poll_ms"] =
+      static_cast<double>(ClusterOptions{}.poll_interval.count());
+  return s;
+}
+
 }  // namespace
 
 double PairedRatio(const std::vector<double>* a, const std::vector<double>* b) {
@@ -478,13 +630,25 @@ StatusOr<std::vector<Result>> RunCluster(const Params& p) {
   int run = 0;
   // The worst over-max of any repeat, per variant (fields are medians).
   std::map<std::string, double> worst;
-  for (const std::string v : {"lease", "per-charge", "local"}) {
-    if (!Wanted(p, v, {"lease", "per-charge", "local"})) continue;
+  for (const std::string v : {"lease", "per-charge", "local", "drain"}) {
+    if (!Wanted(p, v, {"lease", "per-charge", "local", "drain"})) continue;
     Config c;
     c.variant = v;
-    c.threads = processes * threads;
+    c.threads = v == "drain" ? 2 : processes * threads;
     c.mode = "process";
     RedisProcess* r = redis.value().get();
+    if (v == "drain") {
+      c.run = [r, &run, &worst]() -> StatusOr<Sample> {
+        StatusOr<Sample> out = RunDrainOnce(*r, Numbered("bench", ++run));
+        if (out.ok()) {
+          worst["drain"] =
+              std::max(worst["drain"], out.value().fields["over_max_pages"]);
+        }
+        return out;
+      };
+      configs.push_back(std::move(c));
+      continue;
+    }
     c.run = [r, v, processes, threads, max, &p, &run,
              &worst]() -> StatusOr<Sample> {
       Setup s;

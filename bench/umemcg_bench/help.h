@@ -49,7 +49,9 @@ SCENARIOS
   scale         fleet tree: create, charge, read and remove 100,000
                 groups (variants small, large)
   cluster       cluster quota over a local redis-server (lease,
-                per-charge, local; built with libumemcg-cluster)
+                per-charge, local, drain; built with libumemcg-cluster)
+  cluster-chaos one fault per variant against node processes (flushall,
+                restart-empty, restart-aof, sigstop, failover, kill-node)
 
 EXIT STATUS
   0 every scenario ran and balanced (targets are reported, not asserted);

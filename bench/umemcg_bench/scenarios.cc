@@ -8,10 +8,10 @@ namespace umemcg::bench {
 
 const std::vector<std::string>& ScenarioNames() {
   static const std::vector<std::string> names = {
-      "sendfile",  "multitenant", "pagefault1", "pagefault2", "pagefault3",
-      "fallocate", "kmem",        "statread",   "scale",
+      "sendfile",  "multitenant",   "pagefault1", "pagefault2", "pagefault3",
+      "fallocate", "kmem",          "statread",   "scale",
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
-      "cluster",
+      "cluster",   "cluster-chaos",
 #endif
   };
   return names;
@@ -36,7 +36,10 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
   }
   if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
   if (scenario == "scale") return {"small", "large"};
-  if (scenario == "cluster") return {"lease", "per-charge", "local"};
+  if (scenario == "cluster") return {"lease", "per-charge", "local", "drain"};
+#ifdef UMEMCG_BENCH_HAVE_CLUSTER
+  if (scenario == "cluster-chaos") return ChaosFaults();
+#endif
   return {};
 }
 
@@ -70,6 +73,7 @@ StatusOr<std::vector<Result>> RunScenario(const std::string& name,
   if (name == "scale") return RunScale(p);
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
   if (name == "cluster") return RunCluster(p);
+  if (name == "cluster-chaos") return RunClusterChaos(p);
 #endif
   return Status(StatusCode::kInvalidArgument, "unknown scenario " + name);
 }

@@ -27,7 +27,14 @@
 //                under churn; variants small (1,000) and large (N).
 //   cluster      issue 17: one cluster max over --processes P x --threads
 //                T (3 pages per op) on a local redis-server: lease,
-//                per-charge, local (built with libumemcg-cluster only).
+//                per-charge, local, and drain (an idle node's unused
+//                lease given back before a refusal; built with
+//                libumemcg-cluster only).
+//   cluster-chaos
+//                issue 31: P node processes under one fault per variant
+//                (FLUSHALL, restarts, SIGSTOP, a Sentinel failover, a node
+//                killed): recovery time, over-max, commands, OOM calls,
+//                max events, exactness.
 //
 // Thread safety: a scenario starts and joins its own threads; call one at
 // a time.
@@ -55,6 +62,9 @@ StatusOr<std::vector<Result>> RunCluster(const Params& p);
 // The median of the per-round ratios a[i] / b[i] (round i of both ran side
 // by side); NAN without a pair. cluster's vs_local and vs_per_charge.
 double PairedRatio(const std::vector<double>* a, const std::vector<double>* b);
+StatusOr<std::vector<Result>> RunClusterChaos(const Params& p);
+// cluster-chaos's variants: one fault each.
+const std::vector<std::string>& ChaosFaults();
 #endif
 
 // Runs scenario `name` (any of the above; not "all").

@@ -84,7 +84,12 @@ class ClusterCore;
 
 struct ClusterOptions {
   // redis://[[user]:password@]host[:port][/db] (IPv6 as [addr]:port) or
-  // unix://[[user]:password@]/path[?db=N]. Empty: $UMEMCG_REDIS, else
+  // unix://[[user]:password@]/path[?db=N], or
+  // redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/NAME[/db]
+  // to follow a Sentinel failover: the sentinels (port 26379 by default)
+  // are asked for master NAME at every connect, and again after a lost
+  // connection, a READONLY answer or a +switch-master announcement; the
+  // credentials and db are the master's. Empty: $UMEMCG_REDIS, else
   // redis://127.0.0.1:6379/0. rediss:// is refused (kFailedPrecondition):
   // the packaged client has no TLS.
   std::string redis_url;
@@ -231,7 +236,9 @@ class UMEMCG_EXPORT Cluster {
       Group& group, std::string_view cluster_group);
 
   const std::string& node_name() const;
-  // "host:port/db" (no credentials).
+  // "host:port/db" (no credentials); with a sentinel URL
+  // "redis-sentinel://host:port,.../NAME/db (master host:port)", the
+  // master it is connected to now.
   std::string redis_address() const;
   bool connected() const;
   // Commands sent to Redis by this client so far (all bindings, renewals,

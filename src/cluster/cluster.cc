@@ -245,7 +245,12 @@ const std::string& Cluster::node_name() const {
 }
 
 std::string Cluster::redis_address() const {
-  return cluster_internal::RedisUrlForDisplay(core_->url());
+  std::string out = cluster_internal::RedisUrlForDisplay(core_->url());
+  if (core_->url().sentinel()) {
+    const std::string at = core_->address();
+    out += at.empty() ? " (master unknown)" : " (master " + at + ")";
+  }
+  return out;
 }
 
 bool Cluster::connected() const { return core_->connected(); }

@@ -32,8 +32,10 @@ Status ClusterCore::Start() {
     Status s = EnsureConnectedLocked(/*force=*/true);
     if (!s.ok()) return s;
   }
-  // Subscribe to the drain channel now, before any binding exists (the
+  // Subscribe to the drain channel (and, with sentinels, to their
+  // failover announcements) now, before any binding exists (the
   // background thread retries if this fails).
+  PollSentinel();
   PollDrains({});
   thread_ = std::thread([this] { Main(); });
   return Status::Ok();
@@ -48,12 +50,16 @@ void ClusterCore::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void ClusterCore::DisconnectLocked() {
+  conn_.reset();
+  connected_.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(addr_mu_);
+  address_.clear();
+}
+
 Status ClusterCore::EnsureConnectedLocked(bool force) {
   if (conn_ != nullptr && !conn_->broken()) return Status::Ok();
-  if (conn_ != nullptr) {
-    conn_.reset();
-    connected_.store(false, std::memory_order_release);
-  }
+  if (conn_ != nullptr) DisconnectLocked();
   const Clock::time_point now = Clock::now();
   if (!force && now - last_connect_attempt_ < kReconnectBackoff) {
     return last_connect_error_.ok()
@@ -69,6 +75,10 @@ Status ClusterCore::EnsureConnectedLocked(bool force) {
   }
   conn_ = std::move(c).value();
   last_connect_error_ = Status::Ok();
+  {
+    std::lock_guard<std::mutex> lock(addr_mu_);
+    address_ = conn_->address();
+  }
   connected_.store(true, std::memory_order_release);
   return Status::Ok();
 }
@@ -97,10 +107,17 @@ StatusOr<Reply> ClusterCore::Run(const char* script,
   const uint64_t sent = conn_->commands() - before;
   commands_.fetch_add(sent, std::memory_order_relaxed);
   if (commands != nullptr) *commands += sent;
-  if (conn_->broken()) {
-    conn_.reset();
-    connected_.store(false, std::memory_order_release);
+  if (r.ok() && IsReadOnlyError(r.value())) {
+    // A replica: the master moved (a failover; the old master came back
+    // as a replica of the new one). Reconnect, asking the sentinels again.
+    const std::string where = conn_->address();
+    DisconnectLocked();
+    return Status(StatusCode::kAgain,
+                  "redis " + where +
+                      " is a read-only replica (the master moved): "
+                      "reconnecting");
   }
+  if (conn_->broken()) DisconnectLocked();
   return r;
 }
 
@@ -127,6 +144,11 @@ void ClusterCore::Wake() {
 
 void ClusterCore::PollDrains(
     const std::vector<std::shared_ptr<Tickable>>& bindings) {
+  // Subscribed where the commands go: after a failover, to the new master.
+  if (sub_ != nullptr && connected() && sub_->address() != address()) {
+    sub_.reset();
+    last_sub_attempt_ = Clock::time_point{};
+  }
   if (sub_ == nullptr || sub_->broken()) {
     sub_.reset();
     const Clock::time_point now = Clock::now();
@@ -156,6 +178,60 @@ void ClusterCore::PollDrains(
   }
 }
 
+void ClusterCore::PollSentinel() {
+  if (!url_.sentinel()) return;
+  if (sentinel_sub_ == nullptr || sentinel_sub_->broken()) {
+    sentinel_sub_.reset();
+    const Clock::time_point now = Clock::now();
+    if (now - last_sentinel_attempt_ < std::chrono::seconds(1)) return;
+    last_sentinel_attempt_ = now;
+    for (const auto& [host, port] : url_.sentinels) {
+      RedisUrl s;
+      s.host = host;
+      s.port = port;
+      StatusOr<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(
+          s, options_.connect_timeout, options_.command_timeout);
+      if (!c.ok()) continue;
+      StatusOr<Reply> r = c.value()->Command({"SUBSCRIBE", "+switch-master"});
+      if (!r.ok() || r.value().is_error()) continue;
+      sentinel_sub_ = std::move(c).value();
+      break;
+    }
+    if (sentinel_sub_ == nullptr) return;
+  }
+  StatusOr<std::vector<std::string>> msgs = sentinel_sub_->PollMessages();
+  if (!msgs.ok()) {
+    sentinel_sub_.reset();
+    return;
+  }
+  for (const std::string& m : msgs.value()) {
+    // "<name> <old ip> <old port> <new ip> <new port>"
+    std::vector<std::string_view> f;
+    size_t start = 0;
+    while (start <= m.size()) {
+      size_t end = m.find(' ', start);
+      if (end == std::string::npos) end = m.size();
+      f.emplace_back(m.data() + start, end - start);
+      start = end + 1;
+    }
+    if (f.size() != 5 || f[0] != url_.master_name) continue;
+    const std::string ip(f[3]);
+    const std::string now_at =
+        (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" +
+        std::string(f[4]);
+    std::unique_lock<std::mutex> c(conn_mu_, std::defer_lock);
+    if (!LockWithin(c, options_.command_timeout)) continue;
+    if (conn_ == nullptr || conn_->address() != now_at) {
+      if (conn_ != nullptr) DisconnectLocked();
+      // Reconnect now, not after the reconnect backoff.
+      (void)EnsureConnectedLocked(/*force=*/true);
+    }
+    c.unlock();
+    sub_.reset();  // PollDrains subscribes again, on the new master
+    last_sub_attempt_ = Clock::time_point{};
+  }
+}
+
 void ClusterCore::Main() {
   const std::chrono::milliseconds poll =
       std::max(options_.poll_interval, std::chrono::milliseconds(1));
@@ -172,6 +248,7 @@ void ClusterCore::Main() {
         (void)EnsureConnectedLocked(/*force=*/false);
       }
     }
+    PollSentinel();
     PollDrains(bindings);
     const Clock::time_point now = Clock::now();
     for (const auto& b : bindings) b->Tick(now);

@@ -5,7 +5,11 @@
 // longer than the command timeout), the background thread that renews,
 // prefetches and returns leases, and the list of live bindings. The
 // background thread also holds a second connection subscribed to the drain
-// channel ("{prefix}:drain"), read without waiting once per poll.
+// channel ("{prefix}:drain"), read without waiting once per poll, and with
+// a redis-sentinel:// URL a third one, to a sentinel, subscribed to
+// +switch-master: a failover announced there closes the connections to the
+// old master, and the next connect asks the sentinels for the new one (as
+// does a lost connection or a READONLY answer).
 //
 // Thread safety: Run may be called from any thread. The background thread
 // calls Binding::Tick; bindings register and unregister under mu_.
@@ -91,6 +95,13 @@ class ClusterCore {
   std::chrono::milliseconds heartbeat() const { return heartbeat_; }
   std::chrono::milliseconds safety_margin() const { return margin_; }
   bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // The server of the current connection ("host:port"; after a sentinel
+  // lookup, the master it named), or "" while disconnected.
+  std::string address() const {
+    std::lock_guard<std::mutex> lock(addr_mu_);
+    return address_;
+  }
+
   // A new binding's owner name in the lease tables: "<node>#<n>", unique
   // per binding, so two bindings of one process on one cluster group hold
   // separate leases.
@@ -110,6 +121,12 @@ class ClusterCore {
   // Background thread: (re)subscribes to the drain channel (at most once
   // per second) and hands the drain messages that arrived to `bindings`.
   void PollDrains(const std::vector<std::shared_ptr<Tickable>>& bindings);
+  // Background thread, sentinel URLs: (re)subscribes to +switch-master on
+  // a sentinel (at most once per second) and, when it names a new master
+  // for ours, drops the connections to the old one.
+  void PollSentinel();
+  // REQUIRES: conn_mu_ held. Drops the connection.
+  void DisconnectLocked();
   void Main();
 
   const ClusterOptions options_;
@@ -127,12 +144,18 @@ class ClusterCore {
   std::atomic<bool> connected_{false};
   // Relaxed: a statistic.
   std::atomic<uint64_t> commands_{0};
+  mutable std::mutex addr_mu_;
+  std::string address_;  // guarded by addr_mu_
   // Relaxed: only uniqueness matters.
   std::atomic<uint64_t> next_binding_{1};
 
   // The drain channel's subscriber; only the background thread uses it.
   std::unique_ptr<RedisConnection> sub_;
   Clock::time_point last_sub_attempt_;
+  // The sentinel subscriber (+switch-master); only the background thread
+  // uses it.
+  std::unique_ptr<RedisConnection> sentinel_sub_;
+  Clock::time_point last_sentinel_attempt_;
 
   std::mutex mu_;
   std::condition_variable cv_;

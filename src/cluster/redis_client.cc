@@ -81,64 +81,17 @@ Status ParseUserInfo(std::string_view info, RedisUrl* url) {
   return Status::Ok();
 }
 
-}  // namespace
+constexpr int kSentinelPort = 26379;
 
-StatusOr<RedisUrl> ParseRedisUrl(std::string_view text) {
-  RedisUrl url;
-  if (text.empty()) {
-    url.host = "127.0.0.1";
-    return url;
-  }
-  if (HasControl(text)) return Invalid("control character");
-  const size_t scheme_end = text.find("://");
-  if (scheme_end == std::string_view::npos) {
-    return Invalid("expected redis://host:port[/db] or unix:///path");
-  }
-  const std::string_view scheme = text.substr(0, scheme_end);
-  std::string_view rest = text.substr(scheme_end + 3);
-  if (scheme == "rediss") {
-    return Status(StatusCode::kFailedPrecondition,
-                  "rediss:// (TLS) is not supported: this build's Redis "
-                  "client, hiredis 0.14 (Debian bookworm's libhiredis), has "
-                  "no TLS; use redis:// on a trusted network or a TLS tunnel");
-  }
-  if (scheme != "redis" && scheme != "unix") {
-    return Invalid("unknown scheme '" + std::string(scheme) + "'");
-  }
-  // Credentials: up to the last '@' (a password may contain '@' only
-  // escaped, but be lenient).
-  const size_t at = rest.rfind('@');
-  if (at != std::string_view::npos) {
-    Status s = ParseUserInfo(rest.substr(0, at), &url);
-    if (!s.ok()) return s;
-    rest = rest.substr(at + 1);
-  }
-  if (scheme == "unix") {
-    const size_t q = rest.find('?');
-    std::string_view path = rest.substr(0, q);
-    if (path.empty() || path[0] != '/') {
-      return Invalid("unix:// needs an absolute socket path");
-    }
-    url.unix_socket = std::string(path);
-    if (q != std::string_view::npos) {
-      std::string_view query = rest.substr(q + 1);
-      if (!query.starts_with("db=") ||
-          !ParseDecimal(query.substr(3), 0, 1 << 20, &url.db)) {
-        return Invalid("expected ?db=N after the socket path");
-      }
-    }
-    return url;
-  }
-  // host[:port][/db]
-  const size_t slash = rest.find('/');
-  std::string_view hostport = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    std::string_view db = rest.substr(slash + 1);
-    if (!db.empty() && !ParseDecimal(db, 0, 1 << 20, &url.db)) {
-      return Invalid("database must be a number, not '" + std::string(db) +
-                     "'");
-    }
-  }
+std::string HostPortForDisplay(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// host[:port] or [v6-address][:port]; `*port` keeps its default when the
+// text has none.
+Status ParseHostPort(std::string_view hostport, std::string* host_out,
+                     int* port_out) {
   std::string_view host = hostport;
   std::string_view port;
   if (!hostport.empty() && hostport[0] == '[') {
@@ -165,14 +118,121 @@ StatusOr<RedisUrl> ParseRedisUrl(std::string_view text) {
   if (host.empty()) return Invalid("missing host");
   for (char c : host) {
     if (c == '/' || c == '@' || c == '?' || c == '#' || c == ' ' || c == '[' ||
-        c == ']') {
+        c == ']' || c == ',') {
       return Invalid("bad character in host '" + std::string(host) + "'");
     }
   }
-  if (!port.empty() && !ParseDecimal(port, 1, 65535, &url.port)) {
+  if (!port.empty() && !ParseDecimal(port, 1, 65535, port_out)) {
     return Invalid("port must be 1..65535, not '" + std::string(port) + "'");
   }
-  url.host = std::string(host);
+  *host_out = std::string(host);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<RedisUrl> ParseRedisUrl(std::string_view text) {
+  RedisUrl url;
+  if (text.empty()) {
+    url.host = "127.0.0.1";
+    return url;
+  }
+  if (HasControl(text)) return Invalid("control character");
+  const size_t scheme_end = text.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return Invalid(
+        "expected redis://host:port[/db], unix:///path or "
+        "redis-sentinel://host:port[,host:port...]/MASTER_NAME");
+  }
+  const std::string_view scheme = text.substr(0, scheme_end);
+  std::string_view rest = text.substr(scheme_end + 3);
+  if (scheme == "rediss") {
+    return Status(StatusCode::kFailedPrecondition,
+                  "rediss:// (TLS) is not supported: this build's Redis "
+                  "client, hiredis 0.14 (Debian bookworm's libhiredis), has "
+                  "no TLS; use redis:// on a trusted network or a TLS tunnel");
+  }
+  if (scheme != "redis" && scheme != "unix" && scheme != "redis-sentinel") {
+    return Invalid("unknown scheme '" + std::string(scheme) + "'");
+  }
+  // Credentials: up to the last '@' (a password may contain '@' only
+  // escaped, but be lenient).
+  const size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    Status s = ParseUserInfo(rest.substr(0, at), &url);
+    if (!s.ok()) return s;
+    rest = rest.substr(at + 1);
+  }
+  if (scheme == "unix") {
+    const size_t q = rest.find('?');
+    std::string_view path = rest.substr(0, q);
+    if (path.empty() || path[0] != '/') {
+      return Invalid("unix:// needs an absolute socket path");
+    }
+    url.unix_socket = std::string(path);
+    if (q != std::string_view::npos) {
+      std::string_view query = rest.substr(q + 1);
+      if (!query.starts_with("db=") ||
+          !ParseDecimal(query.substr(3), 0, 1 << 20, &url.db)) {
+        return Invalid("expected ?db=N after the socket path");
+      }
+    }
+    return url;
+  }
+  if (scheme == "redis-sentinel") {
+    // host[:port][,host[:port]...]/NAME[/db]
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) {
+      return Invalid(
+          "redis-sentinel:// needs /MASTER_NAME after the sentinels");
+    }
+    std::string_view list = rest.substr(0, slash);
+    std::string_view after = rest.substr(slash + 1);
+    const size_t slash2 = after.find('/');
+    const std::string_view name = after.substr(0, slash2);
+    if (name.empty() || name.size() > 128) {
+      return Invalid("master name must be 1..128 characters");
+    }
+    for (char c : name) {
+      if (c == ' ' || c == '?' || c == '#' || c == '@' || c == ',') {
+        return Invalid("bad character in master name '" + std::string(name) +
+                       "'");
+      }
+    }
+    if (slash2 != std::string_view::npos) {
+      std::string_view db = after.substr(slash2 + 1);
+      if (!db.empty() && !ParseDecimal(db, 0, 1 << 20, &url.db)) {
+        return Invalid("database must be a number, not '" + std::string(db) +
+                       "'");
+      }
+    }
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string_view::npos) end = list.size();
+      std::string host;
+      int port = kSentinelPort;
+      Status s = ParseHostPort(list.substr(start, end - start), &host, &port);
+      if (!s.ok()) return s;
+      if (url.sentinels.size() >= 16) return Invalid("at most 16 sentinels");
+      url.sentinels.emplace_back(std::move(host), port);
+      start = end + 1;
+    }
+    url.master_name = std::string(name);
+    return url;
+  }
+  // host[:port][/db]
+  const size_t slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    std::string_view db = rest.substr(slash + 1);
+    if (!db.empty() && !ParseDecimal(db, 0, 1 << 20, &url.db)) {
+      return Invalid("database must be a number, not '" + std::string(db) +
+                     "'");
+    }
+  }
+  Status s = ParseHostPort(hostport, &url.host, &url.port);
+  if (!s.ok()) return s;
   return url;
 }
 
@@ -180,9 +240,16 @@ std::string RedisUrlForDisplay(const RedisUrl& url) {
   if (!url.unix_socket.empty()) {
     return "unix:" + url.unix_socket + "?db=" + std::to_string(url.db);
   }
-  const bool v6 = url.host.find(':') != std::string::npos;
-  return (v6 ? "[" + url.host + "]" : url.host) + ":" +
-         std::to_string(url.port) + "/" + std::to_string(url.db);
+  if (url.sentinel()) {
+    std::string out = "redis-sentinel://";
+    for (size_t i = 0; i < url.sentinels.size(); ++i) {
+      if (i > 0) out += ",";
+      out +=
+          HostPortForDisplay(url.sentinels[i].first, url.sentinels[i].second);
+    }
+    return out + "/" + url.master_name + "/" + std::to_string(url.db);
+  }
+  return HostPortForDisplay(url.host, url.port) + "/" + std::to_string(url.db);
 }
 
 namespace {
@@ -228,10 +295,98 @@ Reply Convert(const redisReply* r) {
 
 }  // namespace
 
+StatusOr<RedisUrl> ResolveSentinelMaster(
+    const RedisUrl& url, std::chrono::milliseconds connect_timeout,
+    std::chrono::milliseconds command_timeout) {
+  std::string errors;
+  bool unknown = false;
+  for (const auto& [host, port] : url.sentinels) {
+    RedisUrl s;
+    s.host = host;
+    s.port = port;
+    const std::string where = RedisUrlForDisplay(s);
+    StatusOr<std::unique_ptr<RedisConnection>> c =
+        RedisConnection::Connect(s, connect_timeout, command_timeout);
+    StatusOr<Reply> r =
+        c.ok() ? c.value()->Command(
+                     {"SENTINEL", "get-master-addr-by-name", url.master_name})
+               : StatusOr<Reply>(c.status());
+    if (!r.ok()) {
+      errors += "; ";
+      errors += r.status().message();
+      continue;
+    }
+    const Reply& a = r.value();
+    if (a.type == Reply::Type::kNil) {
+      unknown = true;
+      errors +=
+          "; sentinel " + where + " does not know '" + url.master_name + "'";
+      continue;
+    }
+    int master_port = 0;
+    if (a.type != Reply::Type::kArray || a.elements.size() != 2 ||
+        a.elements[0].type != Reply::Type::kString ||
+        a.elements[0].str.empty() ||
+        a.elements[1].type != Reply::Type::kString ||
+        !ParseDecimal(a.elements[1].str, 1, 65535, &master_port)) {
+      errors += "; sentinel " + where + ": unexpected answer" +
+                (a.is_error() ? ": " + a.str : "");
+      continue;
+    }
+    RedisUrl m;
+    m.host = a.elements[0].str;
+    m.port = master_port;
+    m.user = url.user;
+    m.password = url.password;
+    m.db = url.db;
+    return m;
+  }
+  return Status(unknown ? StatusCode::kNotFound : StatusCode::kAgain,
+                "redis sentinels of '" + url.master_name +
+                    "': no master address" + errors);
+}
+
+bool IsReadOnlyError(const Reply& reply) {
+  return reply.is_error() &&
+         std::string_view(reply.str).find("READONLY") != std::string_view::npos;
+}
+
 StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
     const RedisUrl& url, std::chrono::milliseconds connect_timeout,
     std::chrono::milliseconds command_timeout) {
+  if (!url.sentinel())
+    return ConnectDirect(url, connect_timeout, command_timeout);
+  StatusOr<RedisUrl> master =
+      ResolveSentinelMaster(url, connect_timeout, command_timeout);
+  if (!master.ok()) {
+    return Status(StatusCode::kAgain, std::string(master.status().message()));
+  }
+  StatusOr<std::unique_ptr<RedisConnection>> c =
+      ConnectDirect(master.value(), connect_timeout, command_timeout);
+  if (!c.ok()) return c;
+  // The sentinels' view may lag behind a failover (or run ahead of the
+  // promotion): trust only a server that says it is a master.
+  StatusOr<Reply> role = c.value()->Command({"ROLE"});
+  if (!role.ok()) return role.status();
+  const Reply& r = role.value();
+  if (r.type != Reply::Type::kArray || r.elements.empty() ||
+      r.elements[0].str != "master") {
+    return Status(StatusCode::kAgain,
+                  "redis " + c.value()->address() + ", named master of '" +
+                      url.master_name +
+                      "' by the sentinels, is not a master (failover in "
+                      "progress)");
+  }
+  return c;
+}
+
+StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::ConnectDirect(
+    const RedisUrl& url, std::chrono::milliseconds connect_timeout,
+    std::chrono::milliseconds command_timeout) {
   std::unique_ptr<RedisConnection> conn(new RedisConnection());
+  conn->address_ = url.unix_socket.empty()
+                       ? HostPortForDisplay(url.host, url.port)
+                       : url.unix_socket;
   const timeval ctv = ToTimeval(connect_timeout);
   conn->ctx_ = url.unix_socket.empty()
                    ? redisConnectWithTimeout(url.host.c_str(), url.port, ctv)

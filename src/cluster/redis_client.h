@@ -4,7 +4,9 @@
 // connection (hiredis) with bounded connect and command timeouts, AUTH and
 // SELECT, replies converted to a small value type, and scripts run with
 // EVALSHA, falling back to EVAL when the server answers NOSCRIPT (after a
-// restart or SCRIPT FLUSH).
+// restart or SCRIPT FLUSH). With a redis-sentinel:// URL, a connect first
+// asks the sentinels for the current master (SENTINEL
+// get-master-addr-by-name) and checks with ROLE that it is one.
 //
 // Client library: hiredis from Debian (libhiredis-dev). Bookworm ships
 // 0.14.1, which has no TLS (hiredis_ssl came with 1.0): rediss:// URLs are
@@ -22,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "umemcg/status.h"
@@ -37,16 +40,27 @@ struct RedisUrl {
   std::string user;         // ACL user ("" = default user)
   std::string password;     // "" = no AUTH
   int db = 0;
+  // redis-sentinel://: the sentinels to ask (host, port; in the URL's
+  // order) and the name of the master they monitor. host/port above are
+  // then unused: the master is looked up at every connect.
+  std::vector<std::pair<std::string, int>> sentinels;
+  std::string master_name;
+
+  bool sentinel() const { return !master_name.empty(); }
 };
 
 // Parses redis://[[user]:password@]host[:port][/db],
-// redis://[...@][v6-address]:port, or unix://[[user]:password@]/path[?db=N].
+// redis://[...@][v6-address]:port, unix://[[user]:password@]/path[?db=N],
+// or redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/NAME[/db]
+// (sentinels, port 26379 by default; the credentials and db are the
+// master's: sentinels are asked without AUTH).
 // Percent-escapes (%XX) are decoded in user and password. An empty string
 // means redis://127.0.0.1:6379/0. kInvalidArgument names what is wrong;
 // rediss:// is kFailedPrecondition (no TLS in this build).
 StatusOr<RedisUrl> ParseRedisUrl(std::string_view url);
 
-// "host:port/db" or "unix:/path?db=N", without the credentials.
+// "host:port/db", "unix:/path?db=N" or
+// "redis-sentinel://host:port,.../NAME/db", without the credentials.
 std::string RedisUrlForDisplay(const RedisUrl& url);
 
 // A reply, converted from hiredis's.
@@ -64,7 +78,10 @@ class RedisConnection {
  public:
   // Connects within `connect_timeout`, sets `command_timeout` on the
   // socket, authenticates and selects the database. kAgain when the server
-  // cannot be reached, kPermissionDenied when AUTH is refused.
+  // cannot be reached, kPermissionDenied when AUTH is refused. A sentinel
+  // URL connects to the master the first answering sentinel names, and
+  // only if it says it is a master (ROLE): kAgain otherwise (a failover in
+  // progress, or the sentinels all unreachable).
   static StatusOr<std::unique_ptr<RedisConnection>> Connect(
       const RedisUrl& url, std::chrono::milliseconds connect_timeout,
       std::chrono::milliseconds command_timeout);
@@ -89,19 +106,43 @@ class RedisConnection {
   // connection broke.
   StatusOr<std::vector<std::string>> PollMessages();
 
+  // Marks the connection broken (the caller saw it talk to the wrong
+  // server: a READONLY replica after a failover).
+  void MarkBroken() { broken_ = true; }
   bool broken() const { return broken_; }
+  // The server this connection talks to: "host:port" or the socket path.
+  const std::string& address() const { return address_; }
   // Commands sent on this connection (EVALSHA + EVAL fallbacks, ...).
   uint64_t commands() const { return commands_; }
 
  private:
   RedisConnection() = default;
 
+  // One server, no sentinel lookup.
+  static StatusOr<std::unique_ptr<RedisConnection>> ConnectDirect(
+      const RedisUrl& url, std::chrono::milliseconds connect_timeout,
+      std::chrono::milliseconds command_timeout);
+
   redisContext* ctx_ = nullptr;
+  std::string address_;
   bool broken_ = false;
   uint64_t commands_ = 0;
   // SHA1 per script text pointer (the scripts are static constants).
   std::vector<std::pair<const char*, std::string>> shas_;
 };
+
+// Asks the sentinels of `url` (a sentinel URL), in order, for the current
+// address of its master: a plain URL to it (same credentials and db).
+// kAgain when no sentinel answered, kNotFound when they do not know the
+// name.
+StatusOr<RedisUrl> ResolveSentinelMaster(
+    const RedisUrl& url, std::chrono::milliseconds connect_timeout,
+    std::chrono::milliseconds command_timeout);
+
+// True for an error reply saying the server is a read-only replica (a
+// command or a script's write: "READONLY You can't write against a read
+// only replica"): the master moved.
+bool IsReadOnlyError(const Reply& reply);
 
 // Maps a script's error reply to a Status: UMEMCG_NOTFOUND -> kNotFound,
 // UMEMCG_BUSY -> kBusy, UMEMCG_INVALID -> kInvalidArgument, anything else

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -37,14 +38,14 @@ int FreePort() {
   return port;
 }
 
-bool HaveRedisServer() {
+bool HaveBinary(const char* name) {
   const char* path = std::getenv("PATH");
   std::string p = path != nullptr ? path : "/usr/bin:/bin";
   size_t start = 0;
   while (start <= p.size()) {
     size_t end = p.find(':', start);
     if (end == std::string::npos) end = p.size();
-    const std::string cand = p.substr(start, end - start) + "/redis-server";
+    const std::string cand = p.substr(start, end - start) + "/" + name;
     if (access(cand.c_str(), X_OK) == 0) return true;
     start = end + 1;
   }
@@ -55,10 +56,12 @@ bool HaveRedisServer() {
 
 StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
     RedisProcessOptions options) {
-  if (!HaveRedisServer()) {
+  const char* binary =
+      options.sentinel_for > 0 ? "redis-sentinel" : "redis-server";
+  if (!HaveBinary(binary)) {
     return Status(StatusCode::kNotFound,
-                  "redis-server is not installed (Debian package "
-                  "redis-server; `make deps` installs it)");
+                  std::string(binary) + " is not installed (Debian package " +
+                      binary + "; `make deps` installs it)");
   }
   std::unique_ptr<RedisProcess> r(new RedisProcess());
   r->options_ = std::move(options);
@@ -78,26 +81,64 @@ StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
 }
 
 Status RedisProcess::Spawn() {
-  std::vector<std::string> args = {"redis-server",
-                                   "--port",
-                                   std::to_string(port_),
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--daemonize",
-                                   "no",
-                                   "--logfile",
-                                   dir_ + "/redis.log",
-                                   "--appendonly",
-                                   options_.aof ? "yes" : "no",
-                                   "--appendfsync",
-                                   "always"};
-  if (!options_.password.empty()) {
-    args.push_back("--requirepass");
-    args.push_back(options_.password);
+  const bool sentinel = options_.sentinel_for > 0;
+  std::vector<std::string> args;
+  if (sentinel) {
+    // A sentinel needs a configuration file it may rewrite.
+    const std::string conf = dir_ + "/sentinel.conf";
+    const std::string& name = options_.master_name;
+    std::string text = "port " + std::to_string(port_) +
+                       "\nbind 127.0.0.1\ndir " + dir_ + "\nlogfile " + dir_ +
+                       "/redis.log\ndaemonize no\n" + "sentinel monitor " +
+                       name + " 127.0.0.1 " +
+                       std::to_string(options_.sentinel_for) + " 1\n" +
+                       "sentinel down-after-milliseconds " + name + " " +
+                       std::to_string(options_.down_after_ms) + "\n" +
+                       "sentinel failover-timeout " + name + " " +
+                       std::to_string(options_.failover_timeout_ms) + "\n";
+    if (!options_.password.empty()) {
+      text += "sentinel auth-pass " + name + " " + options_.password + "\n";
+    }
+    FILE* f = std::fopen(conf.c_str(), "w");
+    if (f == nullptr) {
+      return Status(StatusCode::kFailedPrecondition, "cannot write " + conf);
+    }
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    args = {"redis-sentinel", conf};
+  } else {
+    args = {"redis-server",
+            "--port",
+            std::to_string(port_),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir_,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            dir_ + "/redis.log",
+            "--appendonly",
+            options_.aof ? "yes" : "no",
+            "--appendfsync",
+            "always",
+            // A replica's first sync at once, not after waiting 5 s for
+            // more replicas.
+            "--repl-diskless-sync-delay",
+            "0"};
+    if (!options_.password.empty()) {
+      args.push_back("--requirepass");
+      args.push_back(options_.password);
+      args.push_back("--masterauth");
+      args.push_back(options_.password);
+    }
+    if (options_.replica_of > 0) {
+      args.push_back("--replicaof");
+      args.push_back("127.0.0.1");
+      args.push_back(std::to_string(options_.replica_of));
+    }
   }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -114,7 +155,7 @@ Status RedisProcess::Spawn() {
       dup2(devnull, 1);
       dup2(devnull, 2);
     }
-    execvp("redis-server", argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   pid_ = pid;
@@ -124,7 +165,7 @@ Status RedisProcess::Spawn() {
   RedisUrl url;
   url.host = "127.0.0.1";
   url.port = port_;
-  url.password = options_.password;
+  if (!sentinel) url.password = options_.password;
   while (std::chrono::steady_clock::now() < deadline) {
     int wstatus = 0;
     if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
@@ -188,11 +229,18 @@ std::string RedisProcess::url() const {
   return "redis://" + auth + "127.0.0.1:" + std::to_string(port_) + "/0";
 }
 
+std::string RedisProcess::sentinel_url() const {
+  std::string auth =
+      options_.password.empty() ? "" : ":" + options_.password + "@";
+  return "redis-sentinel://" + auth + "127.0.0.1:" + std::to_string(port_) +
+         "/" + options_.master_name + "/0";
+}
+
 StatusOr<Reply> RedisProcess::Command(const std::vector<std::string>& argv) {
   RedisUrl url;
   url.host = "127.0.0.1";
   url.port = port_;
-  url.password = options_.password;
+  if (options_.sentinel_for == 0) url.password = options_.password;
   auto c = RedisConnection::Connect(url, std::chrono::milliseconds(2000),
                                     std::chrono::milliseconds(5000));
   if (!c.ok()) return c.status();

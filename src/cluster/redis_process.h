@@ -2,8 +2,9 @@
 //
 // RedisProcess: a real redis-server child for tests and umemcg-bench: on a
 // free loopback port, in a temporary directory (removed at the end), with
-// AOF optional; it can be killed, paused and restarted on the same port and
-// directory (so an AOF is replayed). Not part of the library's API
+// AOF optional, or a replica of another one, or a redis-sentinel
+// monitoring one; it can be killed, paused and restarted on the same port
+// and directory (so an AOF is replayed). Not part of the library's API
 // (linked as umemcg_cluster_testing).
 //
 // Thread safety: one thread at a time.
@@ -24,13 +25,22 @@ namespace umemcg::cluster_internal {
 
 struct RedisProcessOptions {
   bool aof = false;      // appendonly yes, appendfsync always
-  std::string password;  // requirepass
+  std::string password;  // requirepass (and masterauth for a replica)
+  // A replica of the redis-server on this loopback port (0: a master).
+  int replica_of = 0;
+  // Not a redis-server but a redis-sentinel (Debian package
+  // redis-sentinel) monitoring the master on this loopback port as
+  // `master_name`, quorum 1, `password` its auth-pass.
+  int sentinel_for = 0;
+  std::string master_name = "umemcg";
+  int down_after_ms = 1000;
+  int failover_timeout_ms = 5000;
 };
 
 class RedisProcess {
  public:
-  // Starts redis-server (from PATH) and waits until it answers PING (at
-  // most 20 s). kNotFound if redis-server is not installed.
+  // Starts redis-server (or redis-sentinel; from PATH) and waits until it
+  // answers PING (at most 20 s). kNotFound if it is not installed.
   static StatusOr<std::unique_ptr<RedisProcess>> Start(
       RedisProcessOptions options = {});
   ~RedisProcess();
@@ -51,6 +61,10 @@ class RedisProcess {
   // redis://[:password@]127.0.0.1:port/0
   std::string url() const;
   const std::string& dir() const { return dir_; }
+
+  // redis-sentinel://127.0.0.1:port/NAME/0 of a sentinel, with the
+  // master's password.
+  std::string sentinel_url() const;
 
   // One command on a fresh connection (for test checks and INFO).
   StatusOr<Reply> Command(const std::vector<std::string>& argv);

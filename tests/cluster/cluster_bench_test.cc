@@ -20,7 +20,7 @@ TEST(ClusterBenchTest, VariantsFieldsAndExactness) {
   p.threads = 1;
   auto r = RunScenario("cluster", p);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r.value().size(), 3u);
+  ASSERT_EQ(r.value().size(), 4u);
   for (const Result& res : r.value()) {
     SCOPED_TRACE(res.variant);
     EXPECT_GT(res.ops_per_sec, 0);
@@ -38,9 +38,19 @@ TEST(ClusterBenchTest, VariantsFieldsAndExactness) {
       EXPECT_LT(res.field("redis_cmds_per_1k_charges"), 100);
       EXPECT_GT(res.field("vs_per_charge"), 1);
     }
+    if (res.variant == "drain") {
+      // B reached max - A's usage, which needed A's unused lease: drained
+      // on request.
+      EXPECT_EQ(res.field("reached"), 1);
+      EXPECT_GE(res.field("stranded_pages"), 1024);
+      EXPECT_GE(res.field("drains"), 1);
+      EXPECT_GE(res.field("drained"), 1);
+      EXPECT_GT(res.field("fill_ms"), 0);
+    }
   }
-  EXPECT_EQ(ScenarioVariants("cluster"),
-            (std::vector<std::string>{"lease", "per-charge", "local"}));
+  EXPECT_EQ(
+      ScenarioVariants("cluster"),
+      (std::vector<std::string>{"lease", "per-charge", "local", "drain"}));
 }
 
 // vs_local / vs_per_charge: the median of per-round ratios, not the ratio
@@ -53,6 +63,38 @@ TEST(ClusterBenchTest, RatiosAreMediansOfPerRoundRatios) {
   EXPECT_TRUE(std::isnan(PairedRatio(&lease, nullptr)));
   const std::vector<double> none;
   EXPECT_TRUE(std::isnan(PairedRatio(&lease, &none)));
+}
+
+// cluster-chaos, short form (two faults, one run each, two node
+// processes): each recovers without an operator, with no OOM handler call
+// and no max event, exact at quiescence.
+TEST(ClusterBenchTest, ChaosShortForm) {
+  Params p;
+  p.repeat = 1;
+  p.processes = 2;
+  p.variants = {"flushall", "kill-node"};
+  auto r = RunScenario("cluster-chaos", p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r.value().size(), 2u);
+  for (const Result& res : r.value()) {
+    SCOPED_TRACE(res.variant);
+    EXPECT_EQ(res.field("exact"), 1);
+    EXPECT_EQ(res.field("ooms"), 0);
+    EXPECT_EQ(res.field("max_events"), 0);
+    EXPECT_GE(res.field("recover_ms"), 0);
+    EXPECT_FALSE(std::isnan(res.field("cmds_per_sec_node")));
+    EXPECT_FALSE(std::isnan(res.field("over_max_pages")));
+    // Targets, with slack for a busy machine (lease TTL 2 s): a lost group
+    // within 2 TTLs; a dead node's lease back within a TTL and a
+    // heartbeat (the next script after its expiry collects it).
+    if (res.variant == "flushall") {
+      EXPECT_LE(res.field("recover_ms"), 5000);
+    }
+    if (res.variant == "kill-node") {
+      EXPECT_LE(res.field("recover_ms"), 4000);
+    }
+  }
+  EXPECT_EQ(ScenarioVariants("cluster-chaos"), ChaosFaults());
 }
 
 }  // namespace

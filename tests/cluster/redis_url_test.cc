@@ -59,6 +59,41 @@ TEST(RedisUrlTest, MalformedIsInvalidArgumentWithAReason) {
   }
 }
 
+TEST(RedisUrlTest, SentinelForms) {
+  auto u = ParseRedisUrl(
+      "redis-sentinel://:pw@10.0.0.1,10.0.0.2:26380,[::1]:5000/mymaster/2");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_TRUE(u.value().sentinel());
+  EXPECT_EQ(u.value().master_name, "mymaster");
+  EXPECT_EQ(u.value().password, "pw");
+  EXPECT_EQ(u.value().db, 2);
+  const std::vector<std::pair<std::string, int>> want = {
+      {"10.0.0.1", 26379}, {"10.0.0.2", 26380}, {"::1", 5000}};
+  EXPECT_EQ(u.value().sentinels, want);
+  EXPECT_EQ(RedisUrlForDisplay(u.value()),
+            "redis-sentinel://10.0.0.1:26379,10.0.0.2:26380,[::1]:5000/"
+            "mymaster/2");
+  // The display form parses back to the same sentinels.
+  auto again = ParseRedisUrl(RedisUrlForDisplay(u.value()));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value().sentinels, want);
+  u = ParseRedisUrl("redis-sentinel://s1/m");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u.value().db, 0);
+  EXPECT_FALSE(ParseRedisUrl("redis://h:1").value().sentinel());
+  for (const char* bad :
+       {"redis-sentinel://s1", "redis-sentinel://s1/", "redis-sentinel:///m",
+        "redis-sentinel://s1,/m", "redis-sentinel://s1:0/m",
+        "redis-sentinel://s1/m/x", "redis-sentinel://s1/a b",
+        "redis-sentinel://s1,s2:99999/m"}) {
+    auto b = ParseRedisUrl(bad);
+    EXPECT_FALSE(b.ok()) << bad;
+    if (!b.ok()) {
+      EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument) << bad;
+    }
+  }
+}
+
 TEST(RedisUrlTest, TlsIsRefusedPlainly) {
   auto u = ParseRedisUrl("rediss://secure:6380");
   ASSERT_FALSE(u.ok());

@@ -13,7 +13,8 @@
 //                                        terminal; a lost connection is
 //                                        shown and retried
 //
-// The URL defaults to $UMEMCG_REDIS, then redis://127.0.0.1:6379/0.
+// The URL defaults to $UMEMCG_REDIS, then redis://127.0.0.1:6379/0; a
+// redis-sentinel:// URL follows the sentinels' master.
 //
 // Thread safety: plain functions.
 

@@ -65,7 +65,9 @@ void AddClusterCommands(CLI::App& app, ClusterCli& c) {
       "cluster", "The cluster quota held in Redis: groups, max, leases");
   c.command->require_subcommand(1);
   c.command->add_option("--redis", c.redis_url,
-                        "redis://[[user]:password@]host[:port][/db] "
+                        "redis://[[user]:password@]host[:port][/db] or "
+                        "redis-sentinel://[[user]:password@]host[:port]"
+                        "[,host[:port]...]/MASTER_NAME[/db] "
                         "(default: $UMEMCG_REDIS, then 127.0.0.1:6379)");
   c.command->add_option("--prefix", c.prefix, "Key prefix (default umemcg)");
   c.set_max = c.command->add_subcommand(

@@ -1,0 +1,508 @@
+// Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
+//
+// cluster-chaos (issue 31): the cluster quota under the faults operators
+// meet. P node processes (--processes, default 3) each bind a group to one
+// cluster group on a redis-server the scenario starts on loopback, and
+// charge and free (50 pages per charge, cycling 0..600 pages on top of 100
+// held, so the lease must grow from Redis several times per cycle). Each
+// variant is one fault, injected for real 500 ms into the run:
+//
+//   flushall       FLUSHALL (the nodes re-create the group: learning mode)
+//   restart-empty  redis-server killed (-9) and restarted without
+//                  persistence
+//   restart-aof    redis-server with AOF killed (-9), down 1 s, restarted
+//   sigstop        redis-server stopped (SIGSTOP) for 2 s, then SIGCONT
+//   failover       a master, a replica and a redis-sentinel; the master
+//                  killed (-9): the nodes follow the sentinel (the
+//                  redis-sentinel:// URL) to the promoted replica
+//   kill-node      the last node process killed (-9): its lease comes
+//                  back at its expiry
+//
+// (The idle node holding lease is `cluster`'s `drain` variant.) The max
+// (P x 2,000 pages) is above what the nodes use, so every max event or OOM
+// handler call would be caused by the fault.
+//
+// Fields per fault: recover_ms (from the start of the fault until every
+// node charges again: holds a lease from a request sent after the fault
+// was over (fault_ms: how long injecting it took, e.g. the 2 s stop), out
+// of any learning window, with its lease record in Redis; kill-node: until
+// the dead node's lease is collected), over_max_pages (the worst of sum
+// of node usage - max and Redis usage - max, sampled every ~5 ms and
+// ~50 ms) and over_max_ms (the sampled time spent over), cmds_per_sec_node
+// (Redis commands per second per node from the fault to recovery), ooms
+// (OOM handler calls), max_events (on the nodes' groups), exact (1: at
+// quiescence Redis held exactly the sum of the nodes' leases, and 0 after
+// they unbound). Lease TTL 2 s, poll interval 50 ms.
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <optional>
+#include <thread>
+
+#include "cluster/redis_process.h"
+#include "cluster/scripts.h"
+#include "harness.h"
+#include "scenarios.h"
+#include "umemcg/cluster.h"
+#include "umemcg/umemcg.h"
+
+namespace umemcg::bench {
+namespace {
+
+using cluster_internal::RedisProcess;
+using cluster_internal::RedisProcessOptions;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kMaxChaosNodes = 16;
+constexpr int kTtlMs = 2000;
+constexpr uint64_t kHeld = 100, kStep = 50, kCycle = 600;
+constexpr uint64_t kPerNodeMax = 2000;
+constexpr const char* kMasterName = "umemcg";
+
+// Shared with the node processes (MAP_SHARED); steady_clock is
+// CLOCK_MONOTONIC, one clock for every process.
+struct alignas(64) ChaosNode {
+  std::atomic<int> ready{0};  // 1: bound; 2: stopped and synced
+  std::atomic<int> failed{0};
+  std::atomic<uint64_t> usage{0}, lease{0}, commands{0}, ooms{0}, max_events{0},
+      oks{0};
+  // When the request behind the current lease was sent (Clock ticks; 0:
+  // expired), and whether its reply said the group is learning.
+  std::atomic<int64_t> lease_sent{0};
+  std::atomic<int> learning{0};
+  char owner[256] = {};  // the lease owner; set before ready
+};
+struct ChaosShared {
+  std::atomic<int> go{0}, stop{0}, unbind{0};
+  ChaosNode nodes[kMaxChaosNodes];
+};
+
+int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
+  ChaosNode& me = sh.nodes[index];
+  auto fail = [&me] {
+    me.failed.store(1);
+    me.ready.store(1, std::memory_order_release);
+    return 1;
+  };
+  auto ctrl = Controller::Create({});
+  if (!ctrl.ok()) return fail();
+  auto g = ctrl.value()->CreateGroup(ctrl.value()->root(), "g");
+  if (!g.ok()) return fail();
+  Group& group = *g.value();
+  ctrl.value()->SetOomHandler([&me](const OomContext&) {
+    me.ooms.fetch_add(1, std::memory_order_relaxed);
+    return OomOutcome{};
+  });
+  ClusterOptions o;
+  o.redis_url = url;
+  o.lease_ttl = milliseconds(kTtlMs);
+  o.command_timeout = milliseconds(500);
+  o.connect_timeout = milliseconds(500);
+  o.min_chunk = Pages(16);
+  o.max_chunk = Pages(64);
+  auto c = Cluster::Connect(o);
+  if (!c.ok()) return fail();
+  auto b = c.value()->Bind(group, "tenant");
+  if (!b.ok()) return fail();
+  ClusterBinding& binding = *b.value();
+  if (!group.TryCharge(Pages(kHeld)).ok()) return fail();
+  std::snprintf(me.owner, sizeof(me.owner), "%s",
+                binding.state().lease_owner.c_str());
+  // Relaxed: statistics read by the parent.
+  // The local expiry is lease_ttl - safety_margin after the request was
+  // sent.
+  const auto valid_for = milliseconds(kTtlMs) - milliseconds(kTtlMs) / 5;
+  auto publish = [&] {
+    const ClusterLeaseState st = binding.state();
+    me.lease_sent.store(st.expired ? 0
+                                   : (Clock::now() + st.expires_in - valid_for)
+                                         .time_since_epoch()
+                                         .count(),
+                        std::memory_order_relaxed);
+    me.learning.store(st.learning_for.count() > 0 ? 1 : 0,
+                      std::memory_order_relaxed);
+    me.usage.store(group.usage().raw(), std::memory_order_relaxed);
+    me.lease.store(st.lease.raw(), std::memory_order_relaxed);
+    me.commands.store(st.redis_commands, std::memory_order_relaxed);
+    me.max_events.store(group.events(MemoryEvent::kMax),
+                        std::memory_order_relaxed);
+  };
+  publish();
+  me.ready.store(1, std::memory_order_release);
+  while (sh.go.load(std::memory_order_acquire) == 0) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    uint64_t held = 0;
+    while (!done.load(std::memory_order_relaxed)) {
+      if (group.TryCharge(Pages(kStep)).ok()) {
+        held += kStep;
+        me.oks.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        std::this_thread::sleep_for(milliseconds(1));
+        group.Uncharge(Pages(held));
+        held = 0;
+      }
+      if (held >= kCycle) {
+        group.Uncharge(Pages(held));
+        held = 0;
+      }
+    }
+    group.Uncharge(Pages(held));
+  });
+  while (sh.stop.load(std::memory_order_acquire) == 0) {
+    publish();
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  done.store(true);
+  worker.join();
+  ctrl.value()->DrainAllStocks(group);
+  // Synced with Redis (it may still be recovering: retry, bounded).
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (!binding.Sync().ok() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  publish();
+  me.ready.store(2, std::memory_order_release);
+  while (sh.unbind.load(std::memory_order_acquire) == 0) {
+    publish();
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  group.Uncharge(Pages(kHeld));
+  ctrl.value()->DrainAllStocks(group);
+  if (!binding.Unbind().ok()) return 1;
+  b.value().reset();
+  c.value().reset();
+  return 0;
+}
+
+// The Redis servers of one run: a plain one, or a master, a replica and
+// a sentinel.
+struct Servers {
+  std::unique_ptr<RedisProcess> master, replica, sentinel;
+  std::string url;
+  // The server that holds the data now.
+  RedisProcess* current = nullptr;
+};
+
+StatusOr<Servers> StartServers(const std::string& fault) {
+  Servers s;
+  RedisProcessOptions mo;
+  mo.aof = fault == "restart-aof";
+  auto m = RedisProcess::Start(mo);
+  if (!m.ok()) return m.status();
+  s.master = std::move(m).value();
+  s.url = s.master->url();
+  s.current = s.master.get();
+  if (fault != "failover") return s;
+  RedisProcessOptions ro;
+  ro.replica_of = s.master->port();
+  auto r = RedisProcess::Start(ro);
+  if (!r.ok()) return r.status();
+  s.replica = std::move(r).value();
+  auto within = [](const std::function<bool()>& ok) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < deadline) {
+      if (ok()) return true;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  };
+  if (!within([&] {
+        auto i = s.replica->Command({"INFO", "replication"});
+        return i.ok() &&
+               i.value().str.find("master_link_status:up") != std::string::npos;
+      })) {
+    return Failed("cluster-chaos: the replica did not sync");
+  }
+  RedisProcessOptions so;
+  so.sentinel_for = s.master->port();
+  so.master_name = kMasterName;
+  auto st = RedisProcess::Start(so);
+  if (!st.ok()) return st.status();
+  s.sentinel = std::move(st).value();
+  if (!within([&] {
+        auto a = s.sentinel->Command({"SENTINEL", "replicas", kMasterName});
+        return a.ok() && !a.value().elements.empty();
+      })) {
+    return Failed("cluster-chaos: the sentinel did not see the replica");
+  }
+  s.url = s.sentinel->sentinel_url();
+  return s;
+}
+
+// Redis usage of "tenant" on the current server (nullopt: no answer).
+std::optional<uint64_t> TenantUsage(Servers& s) {
+  auto r = s.current->Command({"HGET", "{umemcg}:g:tenant", "usage"});
+  if (!r.ok() || r.value().is_error()) return std::nullopt;
+  if (r.value().type != cluster_internal::Reply::Type::kString) return 0;
+  return std::strtoull(r.value().str.c_str(), nullptr, 10);
+}
+
+StatusOr<Sample> RunFault(const std::string& fault, int processes) {
+  auto servers = StartServers(fault);
+  if (!servers.ok()) {
+    return Failed("cluster-chaos: " + servers.status().ToString());
+  }
+  Servers& sv = servers.value();
+  const uint64_t max = kPerNodeMax * static_cast<uint64_t>(processes);
+  {
+    auto r = sv.master->Command({"EVAL", cluster_internal::kSetMaxScript, "1",
+                                 "{umemcg}", "tenant", std::to_string(max)});
+    if (!r.ok() || r.value().is_error()) {
+      return Failed("cluster-chaos: cannot create the cluster group");
+    }
+  }
+  void* mem = mmap(nullptr, sizeof(ChaosShared), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return Failed("cluster-chaos: mmap failed");
+  ChaosShared* sh = new (mem) ChaosShared();
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (int i = 0; i < processes; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(ChaosNodeMain(sv.url, *sh, i));
+    if (pid < 0) break;
+    pids.push_back(pid);
+  }
+  Status status;
+  std::vector<bool> alive(pids.size(), true);
+  auto reap = [&](int sig) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (!alive[i]) continue;
+      if (sig != 0) kill(pids[i], sig);
+      int ws = 0;
+      while (waitpid(pids[i], &ws, 0) < 0 && errno == EINTR) {
+      }
+      alive[i] = false;
+      if (sig == 0 && (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) && status.ok()) {
+        status = Failed("cluster-chaos: a node process failed (" + fault + ")");
+      }
+    }
+  };
+  auto cleanup = [&] {
+    sh->stop.store(1);
+    sh->go.store(1);
+    sh->unbind.store(1);
+    reap(SIGKILL);
+    munmap(mem, sizeof(ChaosShared));
+  };
+  if (static_cast<int>(pids.size()) != processes) {
+    cleanup();
+    return Failed("cluster-chaos: fork failed");
+  }
+  const auto setup_deadline = Clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < processes; ++i) {
+    while (sh->nodes[i].ready.load(std::memory_order_acquire) == 0 &&
+           Clock::now() < setup_deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    if (sh->nodes[i].failed.load() != 0 || sh->nodes[i].ready.load() == 0) {
+      cleanup();
+      return Failed("cluster-chaos: node setup failed (" + fault + ")");
+    }
+  }
+  auto sum = [&](std::atomic<uint64_t> ChaosNode::*f, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v += (sh->nodes[i].*f).load();
+    return v;
+  };
+  int live = processes;  // nodes still running (kill-node: one fewer)
+  uint64_t worst_over = 0;
+  double over_ms = 0;
+  Clock::time_point last_sample = Clock::now();
+  int tick = 0;
+  bool paused = false;  // Redis stopped: do not wait for its answers
+  auto sample = [&] {
+    const Clock::time_point now = Clock::now();
+    const uint64_t used = sum(&ChaosNode::usage, live);
+    uint64_t over = used > max ? used - max : 0;
+    if (++tick % 10 == 0 && !paused) {
+      const std::optional<uint64_t> r = TenantUsage(sv);
+      if (r && *r > max) over = std::max(over, *r - max);
+    }
+    worst_over = std::max(worst_over, over);
+    if (over > 0) {
+      over_ms +=
+          std::chrono::duration<double, std::milli>(now - last_sample).count();
+    }
+    last_sample = now;
+  };
+  auto run_for = [&](milliseconds d) {
+    const Clock::time_point end = Clock::now() + d;
+    while (Clock::now() < end) {
+      std::this_thread::sleep_for(milliseconds(5));
+      sample();
+    }
+  };
+
+  sh->go.store(1, std::memory_order_release);
+  run_for(milliseconds(500));
+  // Commands of the nodes that live through the fault.
+  const int survivors = fault == "kill-node" ? processes - 1 : processes;
+  const uint64_t cmds0 = sum(&ChaosNode::commands, survivors);
+  const Clock::time_point fault_at = Clock::now();
+  // The fault, for real.
+  if (fault == "flushall") {
+    (void)sv.master->Command({"FLUSHALL"});
+  } else if (fault == "restart-empty" || fault == "restart-aof") {
+    sv.master->Kill(SIGKILL);
+    if (fault == "restart-aof") run_for(milliseconds(1000));
+    if (!sv.master->Restart().ok()) status = Failed("cluster-chaos: restart");
+  } else if (fault == "sigstop") {
+    sv.master->Pause();
+    paused = true;
+    run_for(milliseconds(2000));
+    sv.master->Resume();
+    paused = false;
+  } else if (fault == "failover") {
+    sv.master->Kill(SIGKILL);
+    sv.current = sv.replica.get();
+  } else if (fault == "kill-node") {
+    --live;
+    kill(pids.back(), SIGKILL);
+    int ws = 0;
+    while (waitpid(pids.back(), &ws, 0) < 0 && errno == EINTR) {
+    }
+    alive.back() = false;
+  }
+  const Clock::time_point fault_done = Clock::now();
+  // Observe until every node charges again (kill-node: the dead node's
+  // lease is collected), at most 20 s.
+  Clock::time_point recovered{};
+  const Clock::time_point observe_end = fault_at + std::chrono::seconds(20);
+  while (Clock::now() < observe_end) {
+    run_for(milliseconds(50));
+    if (fault == "kill-node") {
+      // The dead node's lease collected (its record deleted).
+      auto r = sv.current->Command(
+          {"HEXISTS", "{umemcg}:l:tenant", sh->nodes[live].owner});
+      if (r.ok() && r.value().type == cluster_internal::Reply::Type::kInteger &&
+          r.value().integer == 0) {
+        recovered = Clock::now();
+        break;
+      }
+      continue;
+    }
+    // Charging again: every node holds a lease from a request sent after
+    // the fault was over, out of any learning window, and Redis has its
+    // lease record (claimed again after a loss). A refused charge is no
+    // sign: a node may cycle through pages already charged (its stock)
+    // without asking Redis.
+    bool all = true;
+    for (int i = 0; i < live && all; ++i) {
+      const ChaosNode& n = sh->nodes[i];
+      all = n.lease_sent.load() > fault_done.time_since_epoch().count() &&
+            n.learning.load() == 0;
+      if (all) {
+        auto r = sv.current->Command({"HEXISTS", "{umemcg}:l:tenant", n.owner});
+        all = r.ok() &&
+              r.value().type == cluster_internal::Reply::Type::kInteger &&
+              r.value().integer == 1;
+      }
+    }
+    if (all) {
+      recovered = Clock::now();
+      break;
+    }
+  }
+  const uint64_t cmds1 = sum(&ChaosNode::commands, live);
+  const double fault_secs = std::max(
+      0.05, std::chrono::duration<double>(
+                (recovered == Clock::time_point{} ? Clock::now() : recovered) -
+                fault_at)
+                .count());
+  run_for(milliseconds(500));
+  sh->stop.store(1, std::memory_order_release);
+  const auto q_deadline = Clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < live; ++i) {
+    while (sh->nodes[i].ready.load(std::memory_order_acquire) != 2 &&
+           Clock::now() < q_deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  }
+  // Exact at quiescence: Redis holds the sum of the live nodes' leases.
+  bool exact = false;
+  const auto e_deadline = Clock::now() + std::chrono::seconds(20);
+  while (!exact && Clock::now() < e_deadline) {
+    const std::optional<uint64_t> r = TenantUsage(sv);
+    exact = r && *r == sum(&ChaosNode::lease, live);
+    if (!exact) std::this_thread::sleep_for(milliseconds(10));
+  }
+  Sample out;
+  out.fields["recover_ms"] =
+      recovered == Clock::time_point{}
+          ? -1
+          : std::max(0.0, std::chrono::duration<double, std::milli>(recovered -
+                                                                    fault_at)
+                              .count());
+  out.fields["fault_ms"] =
+      std::chrono::duration<double, std::milli>(fault_done - fault_at).count();
+  out.fields["over_max_pages"] = static_cast<double>(worst_over);
+  out.fields["over_max_ms"] = over_ms;
+  out.fields["cmds_per_sec_node"] =
+      static_cast<double>(cmds1 >= cmds0 ? cmds1 - cmds0 : 0) / fault_secs /
+      live;
+  out.fields["ooms"] = static_cast<double>(sum(&ChaosNode::ooms, processes));
+  out.fields["max_events"] =
+      static_cast<double>(sum(&ChaosNode::max_events, processes));
+  out.fields["processes"] = processes;
+  out.fields["max_pages"] = static_cast<double>(max);
+  out.ops = static_cast<double>(sum(&ChaosNode::oks, processes));
+  out.seconds = std::chrono::duration<double>(Clock::now() - fault_at).count();
+  sh->unbind.store(1, std::memory_order_release);
+  reap(0);
+  const std::optional<uint64_t> after = TenantUsage(sv);
+  exact = exact && after && *after == 0;
+  out.fields["exact"] = exact ? 1 : 0;
+  munmap(mem, sizeof(ChaosShared));
+  if (!status.ok()) return status;
+  if (recovered == Clock::time_point{}) {
+    return Failed("cluster-chaos: no recovery within 20 s (" + fault + ")");
+  }
+  if (!exact) {
+    return Failed("cluster-chaos: not exact at quiescence (" + fault + ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& ChaosFaults() {
+  static const std::vector<std::string> faults = {
+      "flushall", "restart-empty", "restart-aof",
+      "sigstop",  "failover",      "kill-node"};
+  return faults;
+}
+
+StatusOr<std::vector<Result>> RunClusterChaos(const Params& p) {
+  const int processes =
+      p.processes > 0 ? std::clamp(p.processes, 2, kMaxChaosNodes) : 3;
+  std::vector<Config> configs;
+  for (const std::string& f : ChaosFaults()) {
+    if (!Wanted(p, f, ChaosFaults())) continue;
+    Config c;
+    c.variant = f;
+    c.threads = processes;
+    c.mode = "process";
+    c.run = [f, processes] { return RunFault(f, processes); };
+    configs.push_back(std::move(c));
+  }
+  return RunInterleaved("cluster-chaos", std::move(configs), p);
+}
+
+}  // namespace umemcg::bench
