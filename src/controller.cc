@@ -21,6 +21,7 @@
 #include "charge_stock.h"
 #include "child_index.h"
 #include "controller_impl.h"
+#include "metadata/group_metadata.h"
 #include "obj_stock.h"
 #include "port/fork.h"
 #include "port/srcu.h"
@@ -135,6 +136,14 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
       std::make_unique<internal::Rstat>(&ctrl->stock_->cpu(), std::move(ro));
   if (!info.stats_update_early_stop) ctrl->rstat_->DisableEarlyStop();
   ctrl->info_.stats_rseq = ctrl->rstat_->rseq();
+  ctrl->info_.charge_group_metadata = ctrl->options_.charge_group_metadata;
+  if (ctrl->info_.charge_group_metadata) {
+    const int shards = ctrl->rstat_->nr_shards();
+    ctrl->info_.group_metadata_bytes = internal::GroupMetadata::Bytes(
+        shards,
+        internal::GroupStats::AllocationSize(shards, ctrl->rstat_->nr_items()),
+        ctrl->rstat_->block_size());
+  }
   ctrl->srcu_ = std::make_unique<internal::Srcu>(&ctrl->stock_->cpu(),
                                                  ctrl->stock_->rseq());
   ctrl->obj_stock_->set_srcu(ctrl->srcu_.get());
@@ -382,40 +391,72 @@ StatusOr<GroupRef> Controller::CreateGroup(Group& parent,
   if (tls_charge.in_tree_walk > 0) {
     return Status(StatusCode::kFailedPrecondition, "called from a reclaimer");
   }
+  // Kernel: mem_cgroup_css_alloc() charges the new memcg's per-CPU data
+  // to the parent (never to the root). Before the tree lock: the charge
+  // may reclaim, and reclaimers take it shared.
+  ObjCgroup* metadata_objcg = nullptr;
+  const uint64_t metadata_bytes = info_.group_metadata_bytes;
+  if (metadata_bytes != 0 && !parent.is_root()) {
+    // The answers that need no charge first: an existing name is EEXIST,
+    // not ENOMEM, in a parent at its limit.
+    {
+      std::shared_lock<std::shared_mutex> lock(tree_mu_);
+      if (!parent.online()) {
+        return Status(StatusCode::kFailedPrecondition, "parent was removed");
+      }
+      if (FindChildLocked(parent, name) != nullptr) {
+        return Status(StatusCode::kAlreadyExists,
+                      "group exists: " + std::string(name));
+      }
+    }
+    auto charged = internal::GroupMetadata::Charge(parent, metadata_bytes);
+    if (!charged.ok()) return charged.status();
+    metadata_objcg = charged.value();
+  }
   GroupRef ref;
+  Status refused;
   {
     internal::TreeWriteLock lock(*this);
     if (!parent.online()) {
-      return Status(StatusCode::kFailedPrecondition, "parent was removed");
+      refused = Status(StatusCode::kFailedPrecondition, "parent was removed");
+    } else if (FindChildLocked(parent, name) != nullptr) {
+      refused = Status(StatusCode::kAlreadyExists,
+                       "group exists: " + std::string(name));
     }
-    if (FindChildLocked(parent, name) != nullptr) {
-      return Status(StatusCode::kAlreadyExists,
-                    "group exists: " + std::string(name));
-    }
-    auto* g = new Group(this, &parent, std::string(name), next_id_++);
-    live_groups_.fetch_add(1, std::memory_order_relaxed);
-    // A group without the controller cannot enable it for its children.
-    g->subtree_memory_.store(parent.subtree_memory(),
-                             std::memory_order_relaxed);
-    // The tree's reference (refs_ = 1): last in the parent's list.
-    g->prev_sibling_ = parent.last_child_;
-    if (parent.last_child_ != nullptr) {
-      parent.last_child_->next_sibling_ = g;
-    } else {
-      parent.first_child_ = g;
-    }
-    parent.last_child_ = g;
-    ++parent.nr_children_;
-    children_->Insert(g);
-    // Kernel: cgroup_create() counts the new cgroup in every ancestor.
-    for (Group* a = &parent; a != nullptr; a = a->parent_) {
-      a->nr_descendants_.fetch_add(1, std::memory_order_relaxed);
-    }
-    CreateObjCgroup(g);
-    ref = GroupRef(g);
+    if (refused.ok()) ref = CreateGroupLocked(parent, name, metadata_objcg);
+  }
+  if (!refused.ok()) {
+    // After the unlock: the uncharge may return pages to the counters.
+    internal::GroupMetadata::Uncharge(metadata_objcg, metadata_bytes);
+    return refused;
   }
   ReapImpl(ReapMode::kAuto);
   return ref;
+}
+
+GroupRef Controller::CreateGroupLocked(Group& parent, std::string_view name,
+                                       ObjCgroup* metadata_objcg) {
+  auto* g = new Group(this, &parent, std::string(name), next_id_++);
+  g->metadata_objcg_ = metadata_objcg;
+  live_groups_.fetch_add(1, std::memory_order_relaxed);
+  // A group without the controller cannot enable it for its children.
+  g->subtree_memory_.store(parent.subtree_memory(), std::memory_order_relaxed);
+  // The tree's reference (refs_ = 1): last in the parent's list.
+  g->prev_sibling_ = parent.last_child_;
+  if (parent.last_child_ != nullptr) {
+    parent.last_child_->next_sibling_ = g;
+  } else {
+    parent.first_child_ = g;
+  }
+  parent.last_child_ = g;
+  ++parent.nr_children_;
+  children_->Insert(g);
+  // Kernel: cgroup_create() counts the new cgroup in every ancestor.
+  for (Group* a = &parent; a != nullptr; a = a->parent_) {
+    a->nr_descendants_.fetch_add(1, std::memory_order_relaxed);
+  }
+  CreateObjCgroup(g);
+  return GroupRef(g);
 }
 
 StatusOr<GroupRef> Controller::Lookup(std::string_view path) {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "controller_impl.h"
+#include "metadata/group_metadata.h"
 #include "obj_stock.h"
 #include "port/srcu.h"
 #include "profile/sampler.h"
@@ -228,6 +229,11 @@ void Controller::FreeGroup(Group* g, std::vector<FreedGroup>* freed) {
   // also unlinks it from every CPU's updated tree. No update can follow:
   // nobody holds a reference and the grace period has passed.
   rstat_->FlushSubtree(g->stats_);
+  // Kernel: mem_cgroup_free() frees the per-CPU data charged to the parent
+  // (now the nearest live ancestor the parent's objcg points to).
+  internal::GroupMetadata::Uncharge(g->metadata_objcg_,
+                                    info_.group_metadata_bytes);
+  g->metadata_objcg_ = nullptr;
   if (internal::ForkSafeLoad(observers_) != nullptr) {
     freed->push_back({g->id_, g->path(), left});
   }

@@ -69,6 +69,11 @@ namespace internal {
 
 void ControllerImpl::RaiseEvent(Group* g, MemoryEvent event, uint64_t count) {
   Controller& c = *g->controller_;
+  // A group without the memory controller has no memcg of its own: the
+  // kernel counts its tasks' events (an OOM kill) at the nearest ancestor
+  // that has one. Limits of such a group are reset, so only a victim the
+  // OOM handler reports can land here. The root always has it.
+  while (!g->has_memory_controller()) g = g->parent_;
   const int e = static_cast<int>(event);
   // The counts first: an event counts even when its callback throws.
   g->events_local_[e].fetch_add(count, std::memory_order_relaxed);

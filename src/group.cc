@@ -219,7 +219,20 @@ Status Group::SetSubtreeMemory(bool enable) {
         return Status(StatusCode::kNotFound,
                       "the memory controller is not enabled for this group");
       }
+      if (subtree_memory()) return Status::Ok();  // enabled already
       subtree_memory_.store(true, std::memory_order_release);
+      // Kernel: each child gets a new memcg, its counts from zero. Here
+      // the events and the peaks start again (under the tree lock: no
+      // child can be removed meanwhile); the pages the child still holds
+      // stay on its counter (docs/design.md says how this differs).
+      for (Group* c = first_child_; c != nullptr; c = c->next_sibling_) {
+        for (size_t e = 0; e < kNumMemoryEvents; ++e) {
+          // Relaxed: independent counters (see events_).
+          c->events_[e].store(0, std::memory_order_relaxed);
+          c->events_local_[e].store(0, std::memory_order_relaxed);
+        }
+        c->memory_.ResetWatermark();
+      }
       return Status::Ok();
     }
     if (!subtree_memory()) return Status::Ok();  // not enabled: a no-op

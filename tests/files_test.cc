@@ -489,6 +489,68 @@ TEST(FilesTest, ChildrenWithoutTheMemoryController) {
   EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "+memory"), 0);
 }
 
+// Without the controller a group has no memcg of its own: an OOM kill the
+// handler reports there counts at the nearest ancestor that has one, in
+// its memory.events.local (the kernel counts it in the task's memcg).
+TEST(FilesTest, EventsOfAGroupWithoutTheControllerCountAtTheAncestor) {
+  TestController t({.batch = 1});
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), 0);
+  ASSERT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "-memory"), 0);
+  GroupRef d = t.Make("p/c/d");  // two levels without it
+  ASSERT_TRUE(p->SetMax(Pages(10)).ok());
+  ASSERT_TRUE(d->TryCharge(Pages(10)).ok());
+  int calls = 0;
+  t.ctrl->SetOomHandler([&](const OomContext& ctx) {
+    OomOutcome o;
+    if (calls++ > 0 || ctx.over_limit != p.get()) return o;
+    d->UnchargeDirect(Pages(10));
+    o.progress = true;
+    o.killed = OomVictim(d.get(), 2);
+    return o;
+  });
+  ASSERT_TRUE(d->TryCharge(Pages(1)).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(p->events_local(MemoryEvent::kOomKill), 2u);
+  EXPECT_EQ(p->events(MemoryEvent::kOomKill), 2u);
+  EXPECT_EQ(c->events_local(MemoryEvent::kOomKill), 0u);
+  EXPECT_EQ(d->events_local(MemoryEvent::kOomKill), 0u);
+  EXPECT_NE(Read(*p, "memory.events.local").find("oom_kill 2\n"),
+            std::string::npos);
+  d->UnchargeDirect(Pages(1));
+  t.ctrl->SetOomHandler(nullptr);
+}
+
+// "+memory" gives a child a new memcg in the kernel, counting from zero:
+// its events and peak start again.
+TEST(FilesTest, EnablingMemoryGivesFreshEventsAndPeak) {
+  TestController t({.batch = 1});
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_TRUE(c->SetMax(Pages(2)).ok());
+  ASSERT_TRUE(c->TryCharge(Pages(2)).ok());
+  EXPECT_FALSE(c->TryCharge(Pages(1)).ok());  // max (and oom) events
+  EXPECT_GE(c->events(MemoryEvent::kMax), 1u);
+  c->UnchargeDirect(Pages(2));
+  EXPECT_EQ(Read(*c, "memory.peak"), "8192\n");
+  ASSERT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "-memory"), 0);
+  ASSERT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "-memory"), 0);
+  const uint64_t p_max_events = p->events(MemoryEvent::kMax);
+  ASSERT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "+memory"), 0);
+  EXPECT_EQ(Read(*c, "memory.events"),
+            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n");
+  EXPECT_EQ(Read(*c, "memory.events.local"), Read(*c, "memory.events"));
+  EXPECT_EQ(Read(*c, "memory.peak"), "0\n");
+  // The parent's own counts are its memcg's: unchanged.
+  EXPECT_EQ(p->events(MemoryEvent::kMax), p_max_events);
+  // Enabling again what is enabled changes nothing.
+  ASSERT_TRUE(c->TryCharge(Pages(1)).ok());
+  c->UnchargeDirect(Pages(1));
+  ASSERT_EQ(ErrnoOfWrite(*p, "cgroup.subtree_control", "+memory"), 0);
+  EXPECT_EQ(Read(*c, "memory.peak"), "4096\n");
+}
+
 // cgroup.stat (kernel: cgroup_stat_show) counts live and dying descendants:
 // a removed group is dying until it is freed.
 TEST(FilesTest, CgroupStatCountsDescendants) {

@@ -19,9 +19,13 @@ namespace umemcg::testing {
 inline constexpr Pages MiB(uint64_t n) { return Pages(n * 256); }
 
 // A controller with `nr_cpus` fake CPUs (the test thread starts on CPU 0)
-// and a manual clock. Errors are recorded, not fatal.
+// and a manual clock. Errors are recorded, not fatal. Groups' own
+// statistics are charged to their parents only with `group_metadata`
+// (ControllerOptions::charge_group_metadata; tests/group_metadata_test.cc).
 struct TestController {
-  explicit TestController(ControllerOptions options = {}, int nr_cpus = 4) {
+  explicit TestController(ControllerOptions options = {}, int nr_cpus = 4,
+                          bool group_metadata = false) {
+    options.charge_group_metadata = group_metadata;
     options.cpu_source = CpuSource::kFake;
     options.nr_cpus = nr_cpus;
     options.clock = &clock;

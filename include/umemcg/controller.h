@@ -256,6 +256,18 @@ struct ControllerOptions {
   // per-CPU add. false takes the per-CPU try-lock on every update (for
   // benchmarks and tests of that path).
   bool stats_rseq = true;
+  // Charge each new group's own statistics (its statistics allocation and
+  // one per-CPU block for every CPU, the kernel's memcg per-CPU data) to
+  // its parent, shown there as "percpu" in memory.stat and within
+  // "kernel", and counted against the parent's memory.max: CreateGroup
+  // fails with kResourceExhausted (ENOMEM) when they do not fit. Returned
+  // when the group is freed. Children of the root are not charged (the
+  // kernel never charges the root). ControllerInfo::group_metadata_bytes
+  // says how much each group costs its parent. Off by default for now:
+  // it changes every parent's memory.current and memory.stat by what its
+  // children cost, which programs counting pages exactly (and the C API,
+  // whose options have no field for it yet) do not expect.
+  bool charge_group_metadata = false;
 };
 
 // The settings in effect, after defaults were resolved.
@@ -285,6 +297,11 @@ struct ControllerInfo {
   // otherwise they take the per-CPU try-lock.
   bool stats_rseq = false;
   size_t nr_stat_items = 0;  // built-in + custom
+  bool charge_group_metadata = false;
+  // Bytes charged to its parent for each group (charge_group_metadata;
+  // otherwise 0): glibc's chunks for the group's statistics allocation and
+  // for one per-CPU statistics block per CPU (docs/design.md, Footprint).
+  uint64_t group_metadata_bytes = 0;
 };
 
 class UMEMCG_EXPORT Controller {
@@ -311,7 +328,11 @@ class UMEMCG_EXPORT Controller {
   // kInvalidArgument: empty, ".", "..", or containing '/' or '\n';
   // kNameTooLong: over kMaxGroupNameBytes; kAlreadyExists: a sibling or one
   // of the parent's control files (ListFiles) has that name;
-  // kFailedPrecondition: parent offline, or called from inside a reclaimer.
+  // kFailedPrecondition: parent offline, or called from inside a reclaimer;
+  // kResourceExhausted (ENOMEM): the new group's statistics, charged to the
+  // parent (ControllerOptions::charge_group_metadata), do not fit under
+  // the parent's or an ancestor's max after reclaim; kAgain: an external
+  // limit on the way could not be asked. May reclaim (that charge).
   StatusOr<GroupRef> CreateGroup(Group& parent, std::string_view name);
   // Finds an online group by path ("a/b/c"; "" or "/" is the root).
   // Leading and trailing '/' are ignored. kNotFound if absent.
@@ -445,6 +466,10 @@ class UMEMCG_EXPORT Controller {
   void FreeObjCgroup(ObjCgroup* objcg);     // from Reap
   void CreateObjCgroup(Group* group);
   Group* FindChildLocked(Group& parent, std::string_view name) const;
+  // CreateGroup's part under the tree lock: links a new child that keeps
+  // `metadata_objcg`'s reference (its metadata charge, may be null).
+  GroupRef CreateGroupLocked(Group& parent, std::string_view name,
+                             ObjCgroup* metadata_objcg);
   // kForce: Reap(). kPeriodic: the flusher's tick, a grace period for
   // whatever waits. kAuto: a grace period only once kReapBatch groups wait
   // or the oldest waited ReapPeriod(). Except under kForce, a reap already

@@ -471,11 +471,12 @@ class UMEMCG_EXPORT alignas(64) Group {
   // is off, and kBusy while a child has it on in its own subtree_control;
   // then the children lose the controller: their memory.* files go (files
   // layer) and their limits and protection are reset to the defaults,
-  // so they limit and protect nothing. Their charges still go through
+  // so they limit and protect nothing, and their events count at the
+  // nearest ancestor with the controller. Their charges still go through
   // their counters, which the ancestors count as before (see
   // docs/design.md for how this differs from the kernel). Enabling needs
-  // the controller on this group (kNotFound otherwise). Takes the tree
-  // lock.
+  // the controller on this group (kNotFound otherwise); children that
+  // gain it start with fresh events and peaks. Takes the tree lock.
   Status SetSubtreeMemory(bool enable);
   bool subtree_memory() const {
     return subtree_memory_.load(std::memory_order_acquire);
@@ -567,6 +568,12 @@ class UMEMCG_EXPORT alignas(64) Group {
   // stall, a read or a trigger), so a group that never needs one costs a
   // pointer; set once, never cleared (bit 0 alone: chargers unknown).
   std::atomic<internal::GroupPressure*> psi_{nullptr};
+  // The objcg this group's own statistics were charged to when it was
+  // created (its parent's; src/metadata/group_metadata.h), holding a
+  // reference; null when they were not charged. Set before the group is
+  // linked, used once by Controller::FreeGroup. (Here: in the padding
+  // before refs_'s line, so the group is no larger.)
+  ObjCgroup* metadata_objcg_ = nullptr;
 
   std::atomic<bool> online_{true};
   std::atomic<bool> oom_group_{false};

@@ -73,6 +73,7 @@ namespace umemcg {
 class Controller;
 namespace internal {
 class ControllerImpl;
+class GroupMetadata;
 class ObjStock;
 struct ObjStockShard;
 }  // namespace internal
@@ -128,6 +129,7 @@ class UMEMCG_EXPORT alignas(64) ObjCgroup {
   friend class Controller;
   friend class ObjCgroupRef;
   friend class internal::ControllerImpl;
+  friend class internal::GroupMetadata;  // its pool, for group metadata
   friend class internal::ObjStock;
 
   ObjCgroup(Controller* controller, Group* origin);

@@ -6,6 +6,9 @@
 // name is two accounted slab objects: the dentry (192 bytes on x86-64) and
 // its external name (a 128-byte kmalloc), both reclaimable slab.
 //
+// test_percpu_basic: the statistics of 1000 children charged to their
+// parent as "percpu".
+//
 // What they pin down here: memory.stat "kernel" is the kernel's MEMCG_KMEM,
 // every page charged through objcgs (plus pages the application charges as
 // kernel memory), so that anon + file + kernel + sock adds up to
@@ -225,6 +228,50 @@ TEST(KmemConformanceTest, MemcgDeletion) {
   ctrl->DrainAllStocks(*parent);
   EXPECT_EQ(Current(*parent), 0);
   EXPECT_EQ(StatKey(*parent, "kernel"), 0);
+  ASSERT_TRUE(ctrl->RemoveGroup(*parent).ok());
+  parent.reset();
+  ctrl->Reap();
+}
+
+// test_percpu_basic: 1000 children of one parent; the parent's
+// memory.current is their per-CPU data, memory.stat's "percpu", within
+// MAX_VMSTAT_ERROR (64 pages per CPU), with
+// ControllerOptions::charge_group_metadata (off by default). Added: "percpu" is
+// exactly what each child costs (ControllerInfo::group_metadata_bytes), it
+// counts within "kernel", and it goes when the children are freed.
+TEST(KmemConformanceTest, PercpuBasic) {
+  auto made = Controller::Create({.charge_group_metadata = true});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<Controller> ctrl = std::move(made).value();
+  const int nprocs = ctrl->info().nr_cpus;
+  const int64_t max_vmstat_error = int64_t{kPageSize} * 64 * nprocs;
+  GroupRef parent =
+      ctrl->CreateGroup(ctrl->root(), "percpu_basic_test").value();
+  ASSERT_TRUE(parent->WriteFile("cgroup.subtree_control", "+memory").ok());
+  std::vector<GroupRef> children;
+  for (int i = 0; i < 1000; ++i) {
+    auto child = ctrl->CreateGroup(*parent, "child" + std::to_string(i));
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    children.push_back(std::move(child).value());
+  }
+  const int64_t current = Current(*parent);
+  const int64_t percpu = StatKey(*parent, "percpu");
+  EXPECT_GT(current, 0);
+  EXPECT_GT(percpu, 0);
+  EXPECT_LT(std::llabs(current - percpu), max_vmstat_error)
+      << "memory.current = " << current << ", percpu = " << percpu;
+  parent->FlushStats();
+  EXPECT_EQ(StatKey(*parent, "percpu"),
+            1000 * static_cast<int64_t>(ctrl->info().group_metadata_bytes));
+  EXPECT_GE(StatKey(*parent, "kernel"), StatKey(*parent, "percpu"));
+
+  for (GroupRef& c : children) ASSERT_TRUE(ctrl->RemoveGroup(*c).ok());
+  children.clear();
+  ctrl->Reap();
+  ctrl->DrainAllStocks(*parent);
+  parent->FlushStats();
+  EXPECT_EQ(StatKey(*parent, "percpu"), 0);
+  EXPECT_EQ(Current(*parent), 0);
   ASSERT_TRUE(ctrl->RemoveGroup(*parent).ok());
   parent.reset();
   ctrl->Reap();
