@@ -15,7 +15,14 @@ using oom_policy_internal::kOomScoreAdjMax;
 using oom_policy_internal::kOomScoreAdjMin;
 
 OomPolicy::OomPolicy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-OomPolicy::~OomPolicy() = default;
+OomPolicy::~OomPolicy() {
+  // The handler installed in the controller shares impl_: its pending
+  // victims' GroupRefs would keep their groups, and so the controller, alive
+  // (a cycle through the handler). The policy's user is gone; so is its use
+  // of the handler (see the header), so they go now.
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pending.clear();
+}
 
 std::unique_ptr<OomPolicy> OomPolicy::Create(Controller& controller,
                                              OomPolicyOptions options) {
