@@ -491,6 +491,40 @@ TEST(PsiTriggerTest, ParsingFollowsTheKernel) {
   // sscanf: what follows the numbers is ignored.
   EXPECT_TRUE(ParsePressureTrigger("full 500000 10000000 trailing\n").ok());
   EXPECT_TRUE(ParsePressureTrigger("some  150000   500000").ok());
+  // The kernel's %u takes no sign (vsscanf stops at '+' and '-').
+  for (const char* signed_text :
+       {"some +150000 1000000", "some 150000 +1000000", "some -1 1000000",
+        "full +500000 1000000"}) {
+    EXPECT_EQ(ParsePressureTrigger(signed_text).status().code(),
+              StatusCode::kInvalidArgument)
+        << signed_text;
+  }
+  // Whitespace is the kernel's isspace, 0xA0 included; none needed after
+  // the word; a value wraps modulo 2^32 as the kernel stores it.
+  EXPECT_TRUE(ParsePressureTrigger("some\xa0"
+                                   "150000\t1000000")
+                  .ok());
+  EXPECT_TRUE(ParsePressureTrigger("some150000 1000000").ok());
+  auto wrapped = ParsePressureTrigger("some 4295117296 1000000");
+  ASSERT_TRUE(wrapped.ok());
+  EXPECT_EQ(wrapped.value().threshold.count(), 150000);
+  EXPECT_FALSE(ParsePressureTrigger(" some 150000 1000000").ok());
+}
+
+TEST(PsiTest, PressureFileParsesEveryValueItPrints) {
+  PressureStats s;
+  s.some = {UINT64_MAX, UINT64_MAX - 1, 10000, UINT64_MAX};
+  s.full = {0, 1, 99, 0};
+  const auto parsed = ParsePressureFile(FormatPressure(s));
+  ASSERT_TRUE(parsed.has_value()) << FormatPressure(s);
+  EXPECT_EQ(parsed->some.avg10, UINT64_MAX);
+  EXPECT_EQ(parsed->some.avg60, UINT64_MAX - 1);
+  EXPECT_EQ(parsed->full.avg300, 99u);
+  // One more than fits is refused.
+  EXPECT_FALSE(ParsePressureFile(
+                   "some avg10=184467440737095516.16 avg60=0.00 avg300=0.00 "
+                   "total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+                   .has_value());
 }
 
 TEST(PsiTriggerTest, FileWriteArmsAndErrorsMatchTheKernel) {

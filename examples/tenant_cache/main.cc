@@ -8,9 +8,16 @@
 //                [--tenant-high=SIZE] [--premium=NAME] [--premium-low=SIZE]
 //                [--max-tenants=N] [--max-value=BYTES]
 //                [--mount=DIR] [--metrics=HOST:PORT]
+//                [--pressure-kill=PCT [--pressure-kill-duration=SECONDS]
+//                 [--pressure-kill-suspend=SECONDS]]
 //                [--redis=URL --cluster-group=NAME [--cluster-max=SIZE]
 //                 [--cluster-bind=TENANT]]
 //
+// --pressure-kill runs the pressure killer (umemcg/pressure_killer.h) on
+// the parent "tenants": when its memory.pressure `some` avg10 stays above
+// PCT percent for the duration (default 30 s), the tenant stalling (the
+// one thrashing, not the biggest) loses its items and its sets are
+// refused for the suspension (default 60 s); each kill is printed.
 // SIZE uses cgroup syntax (64M, 1G, max). --mount shows the groups as
 // files at DIR (umemcg/fuse.h; `umemcg top DIR` watches them), --metrics
 // serves Prometheus text at http://HOST:PORT/metrics (umemcg/metrics.h;
@@ -22,6 +29,7 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +55,9 @@ int Usage() {
                "usage: tenant_cache [--port=N] [--total-max=SIZE] "
                "[--tenant-max=SIZE] [--tenant-high=SIZE] [--premium=NAME] "
                "[--premium-low=SIZE] [--max-tenants=N] [--max-value=BYTES] "
-               "[--mount=DIR] [--metrics=HOST:PORT] [--redis=URL "
+               "[--mount=DIR] [--metrics=HOST:PORT] [--pressure-kill=PCT "
+               "[--pressure-kill-duration=SECONDS] "
+               "[--pressure-kill-suspend=SECONDS]] [--redis=URL "
                "--cluster-group=NAME [--cluster-max=SIZE] "
                "[--cluster-bind=TENANT]]\n");
   return 2;
@@ -95,11 +105,46 @@ int main(int argc, char** argv) {
       cluster_max = value;
     } else if (name == "cluster-bind") {
       cluster_bind = value;
+    } else if (name == "pressure-kill") {
+      char* end = nullptr;
+      const double pct = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !(pct >= 0 && pct <= 100)) {
+        return Usage();
+      }
+      if (!options.pressure_kill) options.pressure_kill.emplace();
+      options.pressure_kill->avg10_limit =
+          static_cast<uint64_t>(pct * 100 + 0.5);
+    } else if (name == "pressure-kill-duration" ||
+               name == "pressure-kill-suspend") {
+      char* end = nullptr;
+      const double secs = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !(secs >= 0)) {
+        return Usage();
+      }
+      if (!options.pressure_kill) options.pressure_kill.emplace();
+      const auto d = std::chrono::nanoseconds(static_cast<int64_t>(secs * 1e9));
+      (name == "pressure-kill-duration" ? options.pressure_kill->duration
+                                        : options.pressure_kill->suspend) = d;
     } else if (name == "max-value") {
       options.max_value_bytes = std::strtoull(value.c_str(), nullptr, 10);
     } else {
       return Usage();
     }
+  }
+  if (options.pressure_kill) {
+    options.pressure_kill->on_kill = [](const std::string& tenant,
+                                        const umemcg::PressureKill& k) {
+      std::printf(
+          "tenant_cache: pressure killer: tenant %s killed (tenants some "
+          "avg10=%llu.%02llu%%, its own %llu.%02llu%%, score %llu pages)\n",
+          tenant.c_str(),
+          static_cast<unsigned long long>(k.watched_pressure.some.avg10 / 100),
+          static_cast<unsigned long long>(k.watched_pressure.some.avg10 % 100),
+          static_cast<unsigned long long>(k.victim_avg10 / 100),
+          static_cast<unsigned long long>(k.victim_avg10 % 100),
+          static_cast<unsigned long long>(k.score));
+      std::fflush(stdout);
+    };
   }
   auto cache = tenant_cache::TenantCache::Create(options);
   if (!cache.ok()) {

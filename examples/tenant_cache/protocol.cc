@@ -177,6 +177,9 @@ void Session::FinishSet(std::string_view data, std::string& out) {
     case SetResult::kOutOfMemory:
       reply = "SERVER_ERROR out of memory storing object\r\n";
       break;
+    case SetResult::kSuspended:
+      reply = "SERVER_ERROR tenant suspended under memory pressure\r\n";
+      break;
     case SetResult::kNoTenant:
     default:
       reply = "CLIENT_ERROR no such tenant (bad name or too many)\r\n";
@@ -230,6 +233,8 @@ void Session::HandleStats(std::string& out) {
     out += p + "evictions " + std::to_string(s.evictions) + "\r\n";
     out += p + "bytes " + std::to_string(s.bytes) + "\r\n";
     out += p + "usage_pages " + std::to_string(s.usage_pages) + "\r\n";
+    out += p + "pressure_kills " + std::to_string(s.pressure_kills) + "\r\n";
+    out += p + "suspended " + std::to_string(s.suspended ? 1 : 0) + "\r\n";
   }
   out += "END\r\n";
 }

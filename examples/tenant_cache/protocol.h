@@ -6,7 +6,9 @@
 //
 //   set <key> <flags> <exptime> <bytes> [noreply]\r\n<data>\r\n
 //        -> STORED | SERVER_ERROR out of memory storing object
-//           | SERVER_ERROR object too large for cache | CLIENT_ERROR ...
+//           | SERVER_ERROR object too large for cache
+//           | SERVER_ERROR tenant suspended under memory pressure
+//           | CLIENT_ERROR ...
 //   get <key>+            -> VALUE <key> <flags> <bytes>\r\n<data>\r\n... END
 //   delete <key> [noreply] -> DELETED | NOT_FOUND
 //   stats                 -> STAT <tenant>.<field> <n> ... END

@@ -40,10 +40,12 @@ bool ValidTenantName(std::string_view name) {
 // group's Reclaimer).
 class Tenant final : public umemcg::Reclaimer {
  public:
-  Tenant(std::string name, GroupRef group, umemcg::StatItem eviction_item)
+  Tenant(std::string name, GroupRef group, umemcg::StatItem eviction_item,
+         umemcg::Clock* clock)
       : name_(std::move(name)),
         group_(std::move(group)),
         eviction_item_(eviction_item),
+        clock_(clock),
         resource_(*group_),
         lru_(&resource_),
         index_(&resource_) {}
@@ -62,8 +64,34 @@ class Tenant final : public umemcg::Reclaimer {
   uint64_t evictions() const {
     return evictions_.load(std::memory_order_relaxed);
   }
+  uint64_t pressure_kills() const {
+    return pressure_kills_.load(std::memory_order_relaxed);
+  }
+  bool suspended() const {
+    return clock_->Now().count() <
+           suspended_until_ns_.load(std::memory_order_relaxed);
+  }
+
+  // The pressure killer's kill action: every item dropped (uncharged) and
+  // sets refused for `suspend`.
+  void Kill(std::chrono::nanoseconds suspend) {
+    suspended_until_ns_.store((clock_->Now() + suspend).count(),
+                              std::memory_order_relaxed);
+    pressure_kills_.fetch_add(1, std::memory_order_relaxed);
+    Lru gone(&resource_);
+    Index gone_index(&resource_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gone.splice(gone.begin(), lru_);
+      gone_index.swap(index_);
+      bytes_ = 0;
+      items_.store(0, std::memory_order_relaxed);
+    }
+    // Freed here, outside mu_.
+  }
 
   SetResult Set(std::string_view key, std::string_view value, uint32_t flags) {
+    if (suspended()) return SetResult::kSuspended;
     // Everything that allocates (and so may charge, reclaim and evict,
     // from this tenant too) happens before taking mu_.
     Lru fresh(&resource_);
@@ -184,6 +212,7 @@ class Tenant final : public umemcg::Reclaimer {
   const std::string name_;
   GroupRef group_;
   const umemcg::StatItem eviction_item_;
+  umemcg::Clock* const clock_;
   umemcg::MemoryResource resource_;  // after group_: destroyed before it
   std::mutex mu_;                    // guards lru_, index_, bytes_
   Lru lru_;
@@ -192,6 +221,9 @@ class Tenant final : public umemcg::Reclaimer {
   // Relaxed: statistics only.
   std::atomic<uint64_t> items_{0};
   std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> pressure_kills_{0};
+  // Relaxed: a set racing a kill may be stored or refused either way.
+  std::atomic<int64_t> suspended_until_ns_{INT64_MIN};
 };
 
 umemcg::StatusOr<std::unique_ptr<TenantCache>> TenantCache::Create(
@@ -212,11 +244,37 @@ umemcg::StatusOr<std::unique_ptr<TenantCache>> TenantCache::Create(
       !s.ok()) {
     return s;
   }
+  cache->clock_ = options.controller.clock != nullptr ? options.controller.clock
+                                                      : umemcg::SystemClock();
+  if (options.pressure_kill) {
+    const PressureKillOptions& pk = *options.pressure_kill;
+    umemcg::OomPolicyOptions po;
+    po.clock = cache->clock_;
+    cache->policy_ = umemcg::OomPolicy::Create(*cache->controller_, po);
+    umemcg::PressureKillerOptions ko;
+    ko.interval = pk.interval;
+    ko.post_kill_delay = pk.post_kill_delay;
+    ko.on_kill = [on_kill = pk.on_kill](const umemcg::PressureKill& k) {
+      if (!on_kill) return;
+      const std::string path = k.victim->path();
+      on_kill(path.substr(path.rfind('/') + 1), k);
+    };
+    cache->killer_ = umemcg::PressureKiller::Create(*cache->policy_, ko);
+    if (Status s = cache->killer_->Watch(
+            *cache->parent_,
+            {.avg10_limit = pk.avg10_limit, .duration = pk.duration});
+        !s.ok()) {
+      return s;
+    }
+  }
   cache->options_ = std::move(options);
   return cache;
 }
 
 TenantCache::~TenantCache() {
+  // No kill may run while tenants go.
+  killer_.reset();
+  policy_.reset();
   for (auto& [name, tenant] : tenants_) {
     GroupRef group(&tenant->group());
     tenant.reset();
@@ -259,9 +317,18 @@ Status TenantCache::CreateTenant(std::string_view name) {
     }
   }
   auto tenant = std::make_unique<Tenant>(std::string(name), group.value(),
-                                         eviction_item_);
+                                         eviction_item_, clock_);
   if (Status s = group.value()->AddReclaimer(tenant.get()); !s.ok()) {
     return s;
+  }
+  if (policy_ != nullptr) {
+    // The tenant outlives the action: the killer stops before tenants go.
+    (void)policy_->SetKillAction(
+        *group.value(),
+        [t = tenant.get(), suspend = options_.pressure_kill->suspend](Group&) {
+          t->Kill(suspend);
+          return uint64_t{1};  // one tenant's work stopped
+        });
   }
   tenants_.emplace(std::string(name), std::move(tenant));
   return Status::Ok();
@@ -284,6 +351,14 @@ bool TenantCache::Get(std::string_view tenant, std::string_view key,
 bool TenantCache::Delete(std::string_view tenant, std::string_view key) {
   Tenant* t = FindOrCreate(tenant, /*create=*/false);
   return t != nullptr && t->Delete(key);
+}
+
+bool TenantCache::KillTenant(std::string_view tenant) {
+  Tenant* t = FindOrCreate(tenant, /*create=*/false);
+  if (t == nullptr) return false;
+  t->Kill(options_.pressure_kill ? options_.pressure_kill->suspend
+                                 : PressureKillOptions().suspend);
+  return true;
 }
 
 Group* TenantCache::TenantGroup(std::string_view tenant) {
@@ -316,6 +391,8 @@ std::vector<TenantStats> TenantCache::Stats() {
     s.evictions = t->evictions();
     s.bytes = t->group().Stat(umemcg::StatItem::kSlabUnreclaimable);
     s.usage_pages = t->group().usage().raw();
+    s.pressure_kills = t->pressure_kills();
+    s.suspended = t->suspended();
     out.push_back(std::move(s));
   }
   return out;

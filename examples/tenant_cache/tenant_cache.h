@@ -15,6 +15,12 @@
 //   std::string v; uint32_t flags;
 //   bool hit = cache->Get("a", "k", &v, &flags);
 //
+// With CacheOptions::pressure_kill, the pressure killer (umemcg/
+// pressure_killer.h) watches the parent "tenants": when its `some` avg10
+// stays above the limit for the duration, the tenant stalling (the one
+// thrashing, not the biggest) is killed: every item dropped and its sets
+// refused ("SERVER_ERROR tenant suspended") for `suspend`.
+//
 // Locking. Each tenant has a mutex that guards only the linking and
 // unlinking of entries; all allocation (which may charge, reclaim and
 // evict from this or any other tenant) happens with no tenant lock held,
@@ -25,10 +31,13 @@
 #ifndef UMEMCG_EXAMPLES_TENANT_CACHE_TENANT_CACHE_H_
 #define UMEMCG_EXAMPLES_TENANT_CACHE_TENANT_CACHE_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -36,9 +45,24 @@
 
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
+#include "umemcg/oom_policy.h"
+#include "umemcg/pressure_killer.h"
 #include "umemcg/status.h"
 
 namespace tenant_cache {
+
+// The pressure killer's settings (systemd-oomd's defaults: 60% for 30 s).
+struct PressureKillOptions {
+  uint64_t avg10_limit = 6000;  // hundredths of a percent
+  std::chrono::nanoseconds duration{std::chrono::seconds(30)};
+  std::chrono::nanoseconds interval{std::chrono::seconds(1)};
+  std::chrono::nanoseconds post_kill_delay{std::chrono::seconds(15)};
+  // How long a killed tenant's sets are refused.
+  std::chrono::nanoseconds suspend{std::chrono::seconds(60)};
+  // Told each kill (on the killer's thread).
+  std::function<void(const std::string& tenant, const umemcg::PressureKill&)>
+      on_kill;
+};
 
 struct CacheOptions {
   // memory.max of the parent group "tenants" (all tenants together), in
@@ -53,6 +77,8 @@ struct CacheOptions {
   size_t max_value_bytes = 1 << 20;
   // Controller settings (tests use fake CPUs).
   umemcg::ControllerOptions controller;
+  // The pressure killer; off when empty.
+  std::optional<PressureKillOptions> pressure_kill;
 };
 
 // Per-tenant figures (CacheStats / `stats` command).
@@ -62,9 +88,17 @@ struct TenantStats {
   uint64_t evictions = 0;
   int64_t bytes = 0;  // object-accounted bytes (memory.stat slab)
   uint64_t usage_pages = 0;
+  uint64_t pressure_kills = 0;  // times the pressure killer chose it
+  bool suspended = false;       // its sets are refused now
 };
 
-enum class SetResult { kStored, kTooLarge, kOutOfMemory, kNoTenant };
+enum class SetResult {
+  kStored,
+  kTooLarge,
+  kOutOfMemory,
+  kNoTenant,
+  kSuspended
+};
 
 class Tenant;
 
@@ -81,7 +115,8 @@ class TenantCache {
 
   // Stores `value` under `key` for `tenant` (created on first use). Over the
   // tenant's limits the tenant's own LRU is evicted first; kOutOfMemory when
-  // even that cannot make room (other tenants are not affected).
+  // even that cannot make room (other tenants are not affected); kSuspended
+  // while the pressure killer's suspension of the tenant lasts.
   SetResult Set(std::string_view tenant, std::string_view key,
                 std::string_view value, uint32_t flags);
   // Copies the value out; marks the item most recently used.
@@ -102,6 +137,12 @@ class TenantCache {
                            std::string_view text);
   std::vector<TenantStats> Stats();
 
+  // Kills `tenant` as the pressure killer does (drops every item, suspends
+  // its sets); false if there is no such tenant.
+  bool KillTenant(std::string_view tenant);
+  // The pressure killer, or null when off.
+  umemcg::PressureKiller* pressure_killer() { return killer_.get(); }
+
   umemcg::Controller& controller() { return *controller_; }
   umemcg::Group& parent() { return *parent_; }
   // The tenant's group, or null.
@@ -118,8 +159,13 @@ class TenantCache {
   std::unique_ptr<umemcg::Controller> controller_;
   umemcg::GroupRef parent_;
   umemcg::StatItem eviction_item_{};
-  std::shared_mutex tenants_mu_;  // guards tenants_
+  umemcg::Clock* clock_ = nullptr;  // the controller's
+  std::shared_mutex tenants_mu_;    // guards tenants_
   std::map<std::string, std::unique_ptr<Tenant>, std::less<>> tenants_;
+  // The pressure killer and the policy holding its kill actions; stopped
+  // first in the destructor (a kill may be running on its thread).
+  std::unique_ptr<umemcg::OomPolicy> policy_;
+  std::unique_ptr<umemcg::PressureKiller> killer_;
 };
 
 }  // namespace tenant_cache

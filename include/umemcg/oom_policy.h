@@ -113,6 +113,7 @@ class UMEMCG_EXPORT OomPolicy {
   struct Impl;
 
  private:
+  friend class PressureKiller;  // umemcg/pressure_killer.h: shares Impl
   explicit OomPolicy(std::unique_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };

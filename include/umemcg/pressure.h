@@ -4,7 +4,8 @@
 // memory.pressure file). umemcg records the time threads spend stalled in
 // a charge: in reclaim (the application's reclaimers included), in
 // memory.high throttling sleeps, waiting for a stock drain and in OOM
-// handling. A stall counts in the charged group and every ancestor.
+// handling, and what the application marks with MemoryStallScope (below).
+// A stall counts in the charged group and every ancestor.
 //
 //   some: at least one thread charging the group was stalled;
 //   full: every thread that charged the group within the last averaging
@@ -83,12 +84,33 @@ struct PressureTriggerSpec {
 };
 
 // Kernel psi_trigger_create's parsing: "some <threshold_us> <window_us>"
-// or "full ...", unsigned 32-bit decimals, anything after them ignored
-// (the kernel's sscanf). kInvalidArgument (EINVAL) when malformed, when
-// the window is outside 500000..10000000 us, and when threshold is 0 or
-// larger than the window.
+// or "full ...", unsigned 32-bit decimals (no sign; wrapping modulo 2^32),
+// anything after them ignored (the kernel's sscanf). kInvalidArgument (EINVAL)
+// when malformed, when the window is outside 500000..10000000 us, and when
+// threshold is 0 or larger than the window.
 UMEMCG_EXPORT StatusOr<PressureTriggerSpec> ParsePressureTrigger(
     std::string_view text);
+
+// Marks the calling thread stalled for memory on behalf of a charge of
+// `group` for the scope's lifetime (kernel: psi_memstall_enter /
+// psi_memstall_leave): for work an allocator or the application does to
+// make room for a charge outside umemcg's reclaim, such as purging an
+// allocator's dirty pages before charging again (libumemcg-jemalloc does).
+// The stall counts in `group` and every ancestor. Nested in another stall
+// of the thread (a reclaim walk, another scope) it counts nothing more.
+// May allocate (the group's pressure state, on its first stall); not for
+// a signal handler.
+class UMEMCG_EXPORT MemoryStallScope {
+ public:
+  explicit MemoryStallScope(Group& group);
+  ~MemoryStallScope();
+  MemoryStallScope(const MemoryStallScope&) = delete;
+  MemoryStallScope& operator=(const MemoryStallScope&) = delete;
+
+ private:
+  Group* saved_charging_;
+  Group* stalled_ = nullptr;
+};
 
 namespace internal {
 struct PsiTrigger;

@@ -40,6 +40,7 @@
 #include "umemcg/check.h"
 #include "umemcg/jemalloc.h"
 #include "umemcg/obj_cgroup.h"
+#include "umemcg/pressure.h"
 
 namespace umemcg::jemalloc {
 namespace {
@@ -235,7 +236,12 @@ bool ChargePages(ArenaState& a, unsigned ind, uint64_t pages) {
   if (!r.ok() && r.code == StatusCode::kResourceExhausted &&
       HasFlag(flags, ChargeFlags::kMayReclaim)) {
     size_t mib[3] = {g_mib_purge[0], ind, g_mib_purge[2]};
-    mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0);
+    {
+      // The purge is this charge's first reclaim: a memory stall of the
+      // group (memory.pressure), as the reclaim walk after it is.
+      MemoryStallScope stall(*g);
+      mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0);
+    }
     r = g->TryCharge(Pages(pages), flags, StatItem::kAnon);
   } else if (!r.ok() && r.code == StatusCode::kResourceExhausted) {
     r = g->TryCharge(Pages(pages), flags, StatItem::kAnon);

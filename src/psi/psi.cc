@@ -336,8 +336,15 @@ GroupPressure& Psi::Ensure(Group* g) {
   }
 }
 
-PressureStats Psi::Read(Group* g) {
-  GroupPressure& p = Ensure(g);
+PressureStats Psi::Read(Group* g) { return ReadState(Ensure(g)); }
+
+std::optional<PressureStats> Psi::Peek(const Group* g) {
+  GroupPressure* p = Of(g);
+  if (p == nullptr) return std::nullopt;
+  return ReadState(*p);
+}
+
+PressureStats Psi::ReadState(GroupPressure& p) {
   PressureStats out;
   std::vector<std::shared_ptr<PsiTrigger>> fire;
   {
@@ -517,6 +524,25 @@ void Psi::Disarm(const std::shared_ptr<PsiTrigger>& t) {
 
 PressureStats ReadPressure(Group& group) { return internal::Psi::Read(&group); }
 
+// PsiChargeScope and PsiStallScope in one, out of line (the thread-local
+// state is the library's).
+MemoryStallScope::MemoryStallScope(Group& group)
+    : saved_charging_(internal::tls_psi.charging) {
+  internal::PsiThreadState& t = internal::tls_psi;
+  if (t.stall_depth++ == 0) {
+    stalled_ = &group;
+    t.charging = &group;
+    internal::Psi::StallBegin(&group);
+  }
+}
+
+MemoryStallScope::~MemoryStallScope() {
+  internal::PsiThreadState& t = internal::tls_psi;
+  --t.stall_depth;
+  if (stalled_ != nullptr) internal::Psi::StallEnd(stalled_);
+  t.charging = saved_charging_;
+}
+
 std::string FormatPressure(const PressureStats& stats) {
   std::string out;
   const std::pair<const char*, const PressureLine*> lines[] = {
@@ -554,9 +580,11 @@ bool ParseCenti(std::string_view s, uint64_t* out) {
       s[dot + 2] > '9') {
     return false;
   }
-  if (whole > UINT64_MAX / 100 - 1) return false;
-  *out = whole * 100 + static_cast<uint64_t>(s[dot + 1] - '0') * 10 +
-         static_cast<uint64_t>(s[dot + 2] - '0');
+  const uint64_t frac = static_cast<uint64_t>(s[dot + 1] - '0') * 10 +
+                        static_cast<uint64_t>(s[dot + 2] - '0');
+  // Exactly what fits: FormatPressure prints any uint64_t this way.
+  if (whole > (UINT64_MAX - frac) / 100) return false;
+  *out = whole * 100 + frac;
   return true;
 }
 
@@ -608,13 +636,20 @@ std::optional<PressureStats> ParsePressureFile(std::string_view text) {
 
 namespace {
 
-// sscanf's %u: optional whitespace, optional sign, decimal digits; the
-// value modulo 2^32 as the kernel's sscanf stores it. False if no digits.
+// The kernel's isspace (lib/ctype.c): ' ', '\t'..'\r' and 0xA0 (Latin-1's
+// no-break space, which its table marks as space too).
+bool KernelIsSpace(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u == ' ' || (u >= '\t' && u <= '\r') || u == 0xA0;
+}
+
+// The kernel's vsscanf for "%u": whitespace skipped, then decimal digits
+// (no sign: an unsigned conversion stops at '+' or '-'), the value modulo
+// 2^32 as simple_strntoull's wrapping result stored in an unsigned int.
+// False if no digit.
 bool ScanU32(std::string_view& s, uint32_t* out) {
   size_t i = 0;
-  while (i < s.size() && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) ++i;
-  bool neg = false;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  while (i < s.size() && KernelIsSpace(s[i])) ++i;
   const size_t digits = i;
   uint64_t v = 0;
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
@@ -623,7 +658,7 @@ bool ScanU32(std::string_view& s, uint32_t* out) {
     ++i;
   }
   if (i == digits) return false;
-  *out = static_cast<uint32_t>(neg ? (0 - v) : v);
+  *out = static_cast<uint32_t>(v);
   s.remove_prefix(i);
   return true;
 }

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "umemcg/clock.h"
@@ -187,6 +188,10 @@ class Psi {
   static void StallBegin(Group* g);
   static void StallEnd(Group* g);
   static PressureStats Read(Group* g);
+  // g's pressure, or nullopt while it has no state (it never stalled, was
+  // never read and never had a trigger): unlike Read, makes no state.
+  static std::optional<PressureStats> Peek(const Group* g);
+  static PressureStats ReadState(GroupPressure& p);
   static Status Arm(const std::shared_ptr<PsiTrigger>& t);
   static void Disarm(const std::shared_ptr<PsiTrigger>& t);
   // Evaluates t's group's triggers now (the poller); fires outside locks.

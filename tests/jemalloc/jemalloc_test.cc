@@ -23,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <random>
@@ -257,6 +258,52 @@ TEST_F(JemallocTest, PurgeIsTheGroupsReclaim) {
   EXPECT_LE(g->usage().raw(), 16u);
   EXPECT_EQ(je::Info(*g).dirty.raw(), 0u);
   ExpectExact(*g);
+}
+
+// The hook's purge of its own arena, when a commit is refused, is the
+// charge's first reclaim: time spent in it is a memory stall of the group
+// (memory.pressure), as the reclaim walk's is.
+TEST_F(JemallocTest, HookPurgeIsAMemoryStall) {
+  GroupRef g = NewGroup(ctrl_->root(), "t");
+  ASSERT_EQ(ReadPressure(*g).some.total_us, 0u);
+  // Each round: 2 MiB allocated, written, freed (dirty, still charged);
+  // memory.max just above usage; a 4 MiB block needs a fresh extent, whose
+  // commit is refused until the hook purged the 2 MiB. The purge takes
+  // microseconds (512 pages decommitted); some rounds in case a clock
+  // tick is coarse.
+  for (int round = 0; round < 20 && ReadPressure(*g).some.total_us == 0;
+       ++round) {
+    ASSERT_TRUE(g->SetMax(kPageCounterMax).ok());
+    std::vector<void*> blocks;
+    blocks.reserve(64);
+    {
+      ActiveGroupScope scope(*g);
+      for (int i = 0; i < 64; ++i) {
+        blocks.push_back(Alloc(32 * 1024));
+        std::memset(blocks.back(), 1, 32 * 1024);
+      }
+    }
+    for (void* p : blocks) Release(p);
+    je::FlushThreadCaches();
+    ctrl_->DrainAllStocks(*g);
+    const uint64_t usage = g->usage().raw();
+    ASSERT_GE(je::Info(*g).dirty.raw(), 256u);
+    ASSERT_TRUE(g->SetMax(Pages(usage + 600)).ok());
+    void* big = nullptr;
+    {
+      ActiveGroupScope scope(*g);
+      big = Alloc(4 << 20);
+    }
+    ASSERT_NE(big, nullptr);
+    EXPECT_LE(g->usage().raw(), usage + 600);
+    Release(big);
+    je::FlushThreadCaches();
+    je::Purge(*g);
+  }
+  const PressureStats ps = ReadPressure(*g);
+  EXPECT_GT(ps.some.total_us, 0u);
+  // Counted in the ancestors too.
+  EXPECT_GE(ReadPressure(ctrl_->root()).some.total_us, ps.some.total_us);
 }
 
 TEST_F(JemallocTest, CrossThreadFreeStressIsExactAtQuiescence) {
