@@ -247,6 +247,33 @@ TEST(PsiTest, NewGroupReadsZeroInTheKernelFormat) {
   EXPECT_TRUE(t.ctrl->root().ReadFile("memory.pressure").ok());
 }
 
+// Reading memory.pressure (a scrape reads it for every group) makes no
+// state: a group that never stalled reads zeros and stays as small as it
+// was. A stall then makes it.
+TEST(PsiTest, ReadingTheFileMakesNoState) {
+  TestController t;
+  GroupRef g = t.Make("g");
+  GroupRef c = t.Make("g/c");
+  EXPECT_EQ(c->ReadFile("memory.pressure").value(),
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  EXPECT_TRUE(g->ReadFile("memory.pressure").ok());
+  EXPECT_EQ(internal::Psi::Of(c.get()), nullptr);
+  EXPECT_EQ(internal::Psi::Of(g.get()), nullptr);
+  {
+    MemoryStallScope stall(*c);
+    t.clock.Advance(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(internal::Psi::Of(c.get()), nullptr);
+  EXPECT_NE(internal::Psi::Of(g.get()), nullptr);
+  EXPECT_NE(c->ReadFile("memory.pressure")
+                .value()
+                .find("some avg10=0.00 "
+                      "avg60=0.00 avg300="
+                      "0.00 total=10000\n"),
+            std::string::npos);
+}
+
 TEST(PsiTest, ReclaimStallMatchesTheKernelsArithmetic) {
   TestController t(Batch1());
   Stalling s(t);

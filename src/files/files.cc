@@ -17,6 +17,7 @@
 
 #include "external_limit.h"
 #include "files/parse.h"
+#include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/heap_profile.h"
 #include "umemcg/pressure.h"
@@ -364,7 +365,13 @@ StatusOr<std::string> MemoryFile::Read() {
   if (n == "memory.oom.group")
     return std::string(g.oom_group() ? "1\n" : "0\n");
   if (n == "memory.stock") return g.MemoryStock();
-  if (n == "memory.pressure") return FormatPressure(ReadPressure(g));
+  // Reading the file makes no pressure state: a group without one never
+  // stalled and reads zeros. Otherwise a scrape, or `umemcg top`, would
+  // make a state for every group it reads and keep it for the group's life
+  // (ReadPressure, the C++ call, does make it).
+  if (n == "memory.pressure") {
+    return FormatPressure(internal::Psi::Peek(&g).value_or(PressureStats{}));
+  }
   if (n == kHeapProfileFile.name) {
     if (HeapProfileEncoder encode = GetHeapProfileEncoder()) {
       return encode(SnapshotHeapProfile(g, /*subtree=*/true));
