@@ -24,6 +24,7 @@
 
 #include "controller_impl.h"
 #include "port/fork.h"
+#include "port/thread.h"
 #include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
@@ -158,7 +159,7 @@ void ControllerImpl::ScheduleHighWork(Group* g) {
     // thread; the relaxed load keeps the common case a plain read).
     if (ctrl.restart_high_worker_.load(std::memory_order_relaxed) &&
         ctrl.restart_high_worker_.exchange(false, std::memory_order_acq_rel)) {
-      ctrl.high_worker_ = std::thread(HighWorkerMain, &ctrl);
+      ctrl.high_worker_ = StartThread([c = &ctrl] { HighWorkerMain(c); });
     }
     // Release: the worker's acquire load of the sequence sees the push.
     // notify_one makes a futex call only while the worker waits.
@@ -181,7 +182,7 @@ void ControllerImpl::HighWorkerMain(Controller* ctrl) {
 
 void ControllerImpl::StartHighWork(Controller* ctrl) {
   if (ctrl->info_.high_work != HighWorkMode::kThread) return;
-  ctrl->high_worker_ = std::thread(HighWorkerMain, ctrl);
+  ctrl->high_worker_ = StartThread([ctrl] { HighWorkerMain(ctrl); });
 }
 
 void ControllerImpl::HighWorkChildAfterFork(Controller* ctrl) {

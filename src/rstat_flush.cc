@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "port/fork.h"
+#include "port/thread.h"
 #include "rstat.h"
 
 namespace umemcg::internal {
@@ -226,7 +227,7 @@ void Rstat::StartFlusher(GroupStats* root) {
   if (period_.count() <= 0) return;
   // The first flush is due one period after this call, not after the
   // thread got to run (a manual clock may move in between).
-  flusher_ = std::thread(
+  flusher_ = StartThread(
       [this, first = clock_->Now() + period_] { FlusherMain(first); });
 }
 
@@ -278,7 +279,7 @@ void Rstat::RestartFlusher() {
   std::lock_guard<std::mutex> lock(flusher_mu_);
   if (!restart_flusher_.load(std::memory_order_relaxed) || stop_) return;
   restart_flusher_.store(false, std::memory_order_relaxed);
-  flusher_ = std::thread(
+  flusher_ = StartThread(
       [this, first = clock_->Now() + period_] { FlusherMain(first); });
 }
 

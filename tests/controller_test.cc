@@ -5,6 +5,11 @@
 #include "umemcg/controller.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include "controller_impl.h"
 #include "test_util.h"
@@ -298,6 +303,38 @@ TEST(ControllerTest, DestructionFreesGroupsAndStocks) {
     b->Uncharge(Pages(1));  // leaves pages in the stock
   }
   ctrl.reset();  // LeakSanitizer checks that everything was freed
+}
+
+// The library's own threads take no signals: a process-directed signal
+// that the application's threads block stays pending for them, rather than
+// running the handler on the stats flusher or the high worker (bash under
+// the preload hung in waitpid when its SIGCHLD handler ran on such a
+// thread and reaped the children it was waiting for).
+std::atomic<pid_t> g_signal_tid{0};
+void RecordTid(int) {
+  g_signal_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+}
+
+TEST(ControllerTest, LibraryThreadsTakeNoSignals) {
+  ControllerOptions o;
+  o.stats_flush_period = std::chrono::milliseconds(50);  // a flusher thread
+  o.high_work = HighWorkMode::kThread;                   // a high worker
+  auto ctrl = Controller::Create(o).value();
+  struct sigaction sa = {}, old = {};
+  sa.sa_handler = RecordTid;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  sigset_t usr2, prev;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr2, &prev), 0);
+  g_signal_tid.store(0);
+  ASSERT_EQ(kill(getpid(), SIGUSR2), 0);  // to the process, any thread
+  usleep(200 * 1000);
+  EXPECT_EQ(g_signal_tid.load(), 0) << "the handler ran on a library thread";
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &prev, nullptr), 0);  // delivered
+  EXPECT_EQ(g_signal_tid.load(), static_cast<pid_t>(syscall(SYS_gettid)));
+  sigaction(SIGUSR2, &old, nullptr);
 }
 
 }  // namespace

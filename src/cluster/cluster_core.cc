@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "port/thread.h"
+
 namespace umemcg::cluster_internal {
 namespace {
 
@@ -37,7 +39,7 @@ Status ClusterCore::Start() {
   // background thread retries if this fails).
   PollSentinel();
   PollDrains({});
-  thread_ = std::thread([this] { Main(); });
+  thread_ = internal::StartThread([this] { Main(); });
   return Status::Ok();
 }
 

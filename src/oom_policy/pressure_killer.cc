@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "oom_policy/policy_impl.h"
+#include "port/thread.h"
 #include "psi/psi.h"
 
 namespace umemcg {
@@ -171,7 +172,7 @@ std::unique_ptr<PressureKiller> PressureKiller::Create(
   Impl* raw = impl.get();
   std::unique_ptr<PressureKiller> killer(new PressureKiller(std::move(impl)));
   if (raw->options.interval.count() > 0) {
-    raw->thread = std::thread([raw] { raw->Run(); });
+    raw->thread = internal::StartThread([raw] { raw->Run(); });
   }
   return killer;
 }

@@ -38,6 +38,7 @@
 #include <cstring>
 
 #include "ops/fuse_fs.h"
+#include "port/thread.h"
 
 namespace umemcg {
 namespace internal {
@@ -129,9 +130,9 @@ Status FuseFs::Start() {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 
   for (int i = 0; i < options_.threads; ++i) {
-    workers_.emplace_back([this] { ServeRequests(); });
+    workers_.push_back(internal::StartThread([this] { ServeRequests(); }));
   }
-  notifier_ = std::thread([this] { NotifyPolls(); });
+  notifier_ = internal::StartThread([this] { NotifyPolls(); });
   return Status::Ok();
 }
 

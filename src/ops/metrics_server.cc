@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ops/attachment.h"
+#include "port/thread.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 #include "umemcg/metrics.h"
@@ -308,9 +309,9 @@ class Server final : public internal::Attachment {
                     std::string("eventfd: ") + std::strerror(errno));
     }
     for (int i = 0; i < options_.threads; ++i) {
-      workers_.emplace_back([this] { Work(); });
+      workers_.push_back(internal::StartThread([this] { Work(); }));
     }
-    acceptor_ = std::thread([this] { Accept(); });
+    acceptor_ = internal::StartThread([this] { Accept(); });
     return Status::Ok();
   }
 

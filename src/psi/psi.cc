@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "port/fork.h"
+#include "port/thread.h"
 #include "umemcg/controller.h"
 
 namespace umemcg {
@@ -399,7 +400,7 @@ struct Poller {
     triggers.push_back(t);
     if (!started) {
       started = true;
-      std::thread([this] { Run(); }).detach();
+      StartThread([this] { Run(); }).detach();
     }
     cv.notify_all();
   }
