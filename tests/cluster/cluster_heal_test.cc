@@ -122,35 +122,6 @@ class ClusterHealTest : public ::testing::Test {
     return c.ok() ? std::move(c).value() : nullptr;
   }
 
-  // One node: its own controller, group "g" bound to `cgroup`, and an OOM
-  // handler that counts its calls.
-  struct NodeInProcess {
-    std::unique_ptr<Controller> ctrl;
-    GroupRef g;
-    std::unique_ptr<Cluster> cluster;
-    std::unique_ptr<ClusterBinding> binding;
-    std::shared_ptr<std::atomic<int>> ooms =
-        std::make_shared<std::atomic<int>>(0);
-  };
-
-  NodeInProcess NewNode(const ClusterOptions& o, const std::string& cgroup) {
-    NodeInProcess n;
-    n.ctrl = Controller::Create({}).value();
-    n.g = n.ctrl->CreateGroup(n.ctrl->root(), "g").value();
-    auto ooms = n.ooms;
-    n.ctrl->SetOomHandler([ooms](const OomContext&) {
-      ooms->fetch_add(1);
-      return OomOutcome{};
-    });
-    n.cluster = Connect(o);
-    if (n.cluster) {
-      auto b = n.cluster->Bind(*n.g, cgroup);
-      EXPECT_TRUE(b.ok()) << b.status().ToString();
-      if (b.ok()) n.binding = std::move(b).value();
-    }
-    return n;
-  }
-
   std::unique_ptr<RedisProcess> redis_;
 };
 

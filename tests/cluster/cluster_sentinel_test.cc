@@ -82,34 +82,6 @@ class ClusterSentinelTest : public ::testing::Test {
     return std::atoi(a.value().elements[1].str.c_str());
   }
 
-  struct NodeInProcess {
-    std::unique_ptr<Controller> ctrl;
-    GroupRef g;
-    std::unique_ptr<Cluster> cluster;
-    std::unique_ptr<ClusterBinding> binding;
-    std::shared_ptr<std::atomic<int>> ooms =
-        std::make_shared<std::atomic<int>>(0);
-  };
-
-  NodeInProcess NewNode(const ClusterOptions& o, const std::string& cgroup) {
-    NodeInProcess n;
-    n.ctrl = Controller::Create({}).value();
-    n.g = n.ctrl->CreateGroup(n.ctrl->root(), "g").value();
-    auto ooms = n.ooms;
-    n.ctrl->SetOomHandler([ooms](const OomContext&) {
-      ooms->fetch_add(1);
-      return OomOutcome{};
-    });
-    auto c = Cluster::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (!c.ok()) return n;
-    n.cluster = std::move(c).value();
-    auto b = n.cluster->Bind(*n.g, cgroup);
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    if (b.ok()) n.binding = std::move(b).value();
-    return n;
-  }
-
   // Two nodes each hold 100 pages and churn 0..600 more in steps of 50
   // while `fault` runs; `fault` returns the time from which recovery is
   // measured and the time allowed. A node has recovered when it holds a

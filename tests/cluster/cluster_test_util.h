@@ -14,10 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,6 +27,7 @@
 
 #include "cluster/redis_process.h"
 #include "umemcg/cluster.h"
+#include "umemcg/umemcg.h"
 
 namespace umemcg::cluster_test {
 
@@ -145,6 +148,38 @@ class Node {
 };
 
 // The snapshot's group `path` (default-constructed if absent).
+// One node in this process: its own controller, group "g" bound to
+// `cgroup`, and an OOM handler that counts its calls. Failures to connect
+// or bind are test failures; the node then has no cluster or binding.
+struct NodeInProcess {
+  std::unique_ptr<Controller> ctrl;
+  GroupRef g;
+  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<ClusterBinding> binding;
+  std::shared_ptr<std::atomic<int>> ooms =
+      std::make_shared<std::atomic<int>>(0);
+};
+
+inline NodeInProcess NewNode(const ClusterOptions& o,
+                             const std::string& cgroup) {
+  NodeInProcess n;
+  n.ctrl = Controller::Create({}).value();
+  n.g = n.ctrl->CreateGroup(n.ctrl->root(), "g").value();
+  auto ooms = n.ooms;
+  n.ctrl->SetOomHandler([ooms](const OomContext&) {
+    ooms->fetch_add(1);
+    return OomOutcome{};
+  });
+  auto c = Cluster::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return n;
+  n.cluster = std::move(c).value();
+  auto b = n.cluster->Bind(*n.g, cgroup);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  if (b.ok()) n.binding = std::move(b).value();
+  return n;
+}
+
 inline ClusterGroupInfo GroupIn(const ClusterSnapshot& s,
                                 const std::string& path) {
   for (const ClusterGroupInfo& g : s.groups) {
