@@ -263,15 +263,21 @@ void Change(Group* g, int delta) {
   if (delta > 0) Psi::Ensure(g);  // a stall may block; StallEnd finds it
   // Small on-stack list: fires are rare, allocation only when one does.
   std::vector<std::shared_ptr<PsiTrigger>> fire;
+  // One time for every level, as the kernel's psi_task_change takes one
+  // clock reading for the whole walk: a stall then lasts exactly as long in
+  // each ancestor as in the group (read per level, an ancestor's total
+  // could come out a few microseconds short of its child's).
+  const int64_t now = Psi::Of(g)->clock->Now().count();
   for (Group* m = g; m != nullptr; m = m->parent()) {
     GroupPressure& p = *Psi::Of(m);
     PsiSection lock(p);
-    const int64_t now = p.clock->Now().count();
-    PsiOps::AdvanceTo(p, now);
+    // Never before what another thread already brought this level to.
+    const int64_t at = std::max(now, p.state_start);
+    PsiOps::AdvanceTo(p, at);
     if (delta > 0) PsiOps::Note(p, tid);
     p.nr_stalled += delta;
     PsiOps::Recompute(p);
-    if (!p.triggers.empty()) PsiOps::UpdateTriggers(p, now, &fire);
+    if (!p.triggers.empty()) PsiOps::UpdateTriggers(p, at, &fire);
   }
   if (!fire.empty()) Fire(fire);
 }
