@@ -565,8 +565,9 @@ class UMEMCG_EXPORT alignas(64) Group {
   // Per-CPU and aggregated statistics (src/rstat.h); owned.
   internal::GroupStats* const stats_;
   // Pressure stall state (src/psi/psi.h); owned. Made on first need (a
-  // stall, a read or a trigger), so a group that never needs one costs a
-  // pointer; set once, never cleared (bit 0 alone: chargers unknown).
+  // stall, a trigger or ReadPressure; reading the memory.pressure file
+  // makes none), so a group that never needs one costs a pointer; set
+  // once, never cleared (bit 0 alone: chargers unknown).
   std::atomic<internal::GroupPressure*> psi_{nullptr};
   // The objcg this group's own statistics were charged to when it was
   // created (its parent's; src/metadata/group_metadata.h), holding a

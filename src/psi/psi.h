@@ -172,7 +172,8 @@ class Psi {
         std::memory_order_relaxed);
   }
   // g's state, made with its ancestors' first where missing. Allocates:
-  // only from a stall, a read or a trigger (never from a charge).
+  // only from a stall, a trigger or ReadPressure (never from a charge
+  // that cannot block, nor from a read of the memory.pressure file).
   static GroupPressure& Ensure(Group* g);
   // The process-wide pieces (the fork guard, the fork handler). Their
   // first use allocates inside a function-local static's initialisation,
@@ -199,9 +200,9 @@ class Psi {
 };
 
 // See the file comment.
-// A group without a state (made at its first stall, read or trigger, not
-// by a charge: most groups never need one) is only marked: its chargers
-// until then are unknown.
+// A group without a state (made at its first stall, trigger or
+// ReadPressure call, not by a charge: most groups never need one) is only
+// marked: its chargers until then are unknown.
 inline void PsiNoteCharger(Group* g) {
   const GroupPressure* p = Psi::Of(g);
   if (p == nullptr) return Psi::NoteUnknownCharger(g);
