@@ -107,27 +107,13 @@ Status RedisProcess::Spawn() {
     std::fclose(f);
     args = {"redis-sentinel", conf};
   } else {
-    args = {"redis-server",
-            "--port",
-            std::to_string(port_),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            dir_,
-            "--save",
-            "",
-            "--daemonize",
-            "no",
-            "--logfile",
-            dir_ + "/redis.log",
-            "--appendonly",
-            options_.aof ? "yes" : "no",
-            "--appendfsync",
-            "always",
+    args = {"redis-server", "--port", std::to_string(port_), "--bind",
+            "127.0.0.1", "--dir", dir_, "--save", "", "--daemonize", "no",
+            "--logfile", dir_ + "/redis.log", "--appendonly",
+            options_.aof ? "yes" : "no", "--appendfsync", "always",
             // A replica's first sync at once, not after waiting 5 s for
             // more replicas.
-            "--repl-diskless-sync-delay",
-            "0"};
+            "--repl-diskless-sync-delay", "0"};
     if (!options_.password.empty()) {
       args.push_back("--requirepass");
       args.push_back(options_.password);
