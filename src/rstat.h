@@ -189,12 +189,16 @@ class GroupStats {
   inline bool Update(size_t i, int64_t delta);
 
   // This group's block on shard k; null if it never updated there.
-  // Relaxed: installed once (release, under the shard lock) and then
-  // constant; a reader that must see a block another thread installed is
-  // ordered after that thread's update by other means (the shard lock,
-  // or the completion of the update it reasons about).
+  // Installed once (release, by Link under the shard lock) and then
+  // constant. Acquire, pairing with that release: the block may have been
+  // constructed by a third thread (the flusher's pool refill), and a
+  // reader holding neither the shard lock nor any other order with the
+  // installer (a flush deciding whether to take the lock, the error-bound
+  // reader, the rseq slow path) must see that construction before the
+  // block's fields. On x86-64 it is the same instruction as a relaxed
+  // load; the rseq fast path reads the pointer in its own sequence.
   StatCpu* block(int k) const {
-    return blocks_[k].load(std::memory_order_relaxed);
+    return blocks_[k].load(std::memory_order_acquire);
   }
   GroupStats* parent() const { return parent_; }
   int64_t aggregate(size_t i) const {
