@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 #include <vector>
 
 #include "port/fork.h"
@@ -181,6 +182,10 @@ class ControllerImpl {
     return i < units.size() && units[i] == StatUnit::kPages;
   }
   static PageCounter& Memory(Group* g) { return g->memory_; }
+  // g's online subtree in pre-order (g first, parents before children),
+  // each with whether it has no online child; one pass under the tree
+  // lock (shared).
+  static std::vector<std::pair<GroupRef, bool>> SubtreePreorder(Group& g);
   // A page item's statistic moved with a charge (charge_stat.cc): to g,
   // or its nearest online ancestor once g was removed. REQUIRES:
   // IsPageItem(g, i).

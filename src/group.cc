@@ -7,6 +7,7 @@
 #include "umemcg/group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -93,6 +94,28 @@ std::vector<std::string> Group::ChildNames() const {
   return names;
 }
 
+std::vector<std::pair<GroupRef, bool>> ControllerImpl::SubtreePreorder(
+    Group& g) {
+  std::shared_lock<std::shared_mutex> lock(g.controller_->tree_mu_);
+  std::vector<std::pair<GroupRef, bool>> out;
+  if (!g.online()) return out;
+  // Iterative: trees may be deep. Siblings pushed in reverse so that they
+  // come out in creation order.
+  std::vector<Group*> stack = {&g};
+  std::vector<Group*> children;
+  while (!stack.empty()) {
+    Group* x = stack.back();
+    stack.pop_back();
+    out.emplace_back(GroupRef(x), x->first_child_ == nullptr);
+    children.clear();
+    for (Group* c = x->first_child_; c != nullptr; c = c->next_sibling_) {
+      children.push_back(c);
+    }
+    stack.insert(stack.end(), children.rbegin(), children.rend());
+  }
+  return out;
+}
+
 size_t Group::NumChildren() const {
   std::shared_lock<std::shared_mutex> lock(controller_->tree_mu_);
   return nr_children_;
@@ -118,6 +141,12 @@ Status CheckWritable(const Group& g) {
   if (!g.online()) {
     return Status(StatusCode::kFailedPrecondition, "group was removed");
   }
+  // Kernel: without the controller the group has no memory.* files to
+  // write (the files layer answers ENOENT); the C++ calls answer the same.
+  if (!g.has_memory_controller()) {
+    return Status(StatusCode::kNotFound,
+                  "the memory controller is not enabled for this group");
+  }
   return Status::Ok();
 }
 
@@ -136,10 +165,12 @@ Status Group::SetMax(Pages max, ChargeFlags flags) {
   max = std::min(max, kPageCounterMax);
   if (!HasFlag(flags, ChargeFlags::kMayReclaim)) {
     memory_.ExchangeMax(max);
+    UndoIfControllerLost();
     return Status::Ok();
   }
   if (Status s = CheckMayReclaim(); !s.ok()) return s;
   memory_.ExchangeMax(max);
+  if (UndoIfControllerLost()) return Status::Ok();
   // Kernel: memory_max_write(). Drain once, reclaim up to 16 fruitless
   // rounds, then OOM until usage fits or the handler gives up.
   int reclaim_retries = internal::kMaxReclaimRetries;
@@ -167,10 +198,12 @@ Status Group::SetHigh(Pages high, ChargeFlags flags) {
   high = std::min(high, kPageCounterMax);
   if (!HasFlag(flags, ChargeFlags::kMayReclaim)) {
     memory_.SetHigh(high);
+    UndoIfControllerLost();
     return Status::Ok();
   }
   if (Status s = CheckMayReclaim(); !s.ok()) return s;
   memory_.SetHigh(high);
+  if (UndoIfControllerLost()) return Status::Ok();
   // Kernel: memory_high_write().
   int retries = internal::kMaxReclaimRetries;
   int rounds = 0;
@@ -192,19 +225,41 @@ Status Group::SetHigh(Pages high, ChargeFlags flags) {
 Status Group::SetMin(Pages min) {
   if (Status s = CheckWritable(*this); !s.ok()) return s;
   memory_.SetMin(min);
+  UndoIfControllerLost();
   return Status::Ok();
 }
 
 Status Group::SetLow(Pages low) {
   if (Status s = CheckWritable(*this); !s.ok()) return s;
   memory_.SetLow(low);
+  UndoIfControllerLost();
   return Status::Ok();
 }
 
 Status Group::SetOomGroup(bool oom_group) {
   if (Status s = CheckWritable(*this); !s.ok()) return s;
   oom_group_.store(oom_group, std::memory_order_relaxed);
+  UndoIfControllerLost();
   return Status::Ok();
+}
+
+void Group::ResetLimitsWithoutController() {
+  // Raising limits never reclaims.
+  memory_.ExchangeMax(kPageCounterMax);
+  memory_.SetHigh(kPageCounterMax);
+  memory_.SetMin(Pages(0));
+  memory_.SetLow(Pages(0));
+  oom_group_.store(false, std::memory_order_relaxed);
+}
+
+bool Group::UndoIfControllerLost() {
+  // Pairs with the fence in SetSubtreeMemory (store-buffering): either
+  // this load sees the controller gone, or the disabler's resets come
+  // after this setter's write in each value's modification order.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (has_memory_controller()) return false;
+  ResetLimitsWithoutController();
+  return true;
 }
 
 Status Group::SetSubtreeMemory(bool enable) {
@@ -248,15 +303,11 @@ Status Group::SetSubtreeMemory(bool enable) {
     }
   }
   // Outside the tree lock: the defaults of a group without the
-  // controller, so that it limits and protects nothing (raising limits
-  // never reclaims).
-  for (GroupRef& c : lost) {
-    c->memory_.ExchangeMax(kPageCounterMax);
-    c->memory_.SetHigh(kPageCounterMax);
-    c->memory_.SetMin(Pages(0));
-    c->memory_.SetLow(Pages(0));
-    c->oom_group_.store(false, std::memory_order_relaxed);
-  }
+  // controller, so that it limits and protects nothing. A setter racing
+  // with this (it passed its check before the store above) undoes its own
+  // write (UndoIfControllerLost); the fence pairs with the one there.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (GroupRef& c : lost) c->ResetLimitsWithoutController();
   return Status::Ok();
 }
 

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <thread>
 
 #include "test_util.h"
 
@@ -487,6 +489,72 @@ TEST(FilesTest, ChildrenWithoutTheMemoryController) {
   EXPECT_EQ(Read(*c, "memory.low"), "0\n");
   EXPECT_EQ(Read(*c, "cgroup.subtree_control"), "\n");  // its own: off
   EXPECT_EQ(ErrnoOfWrite(*c, "cgroup.subtree_control", "+memory"), 0);
+}
+
+// The C++ setters give the files' answer for a group without the
+// controller: it has no limits to set.
+TEST(FilesTest, SettersRefuseAGroupWithoutTheController) {
+  TestController t;
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_TRUE(c->SetSubtreeMemory(false).ok());
+  ASSERT_TRUE(p->SetSubtreeMemory(false).ok());
+  EXPECT_EQ(c->SetMax(Pages(10)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(
+      c->SetMax(Pages(10), kChargeDefault | ChargeFlags::kMayReclaim).code(),
+      StatusCode::kNotFound);
+  EXPECT_EQ(c->SetHigh(Pages(10)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->SetMin(Pages(10)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->SetLow(Pages(10)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->SetOomGroup(true).code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->memory().max(), kPageCounterMax);
+  EXPECT_EQ(c->memory().high(), kPageCounterMax);
+  EXPECT_EQ(c->memory().min(), Pages(0));
+  EXPECT_EQ(c->memory().low(), Pages(0));
+  EXPECT_FALSE(c->oom_group());
+  ASSERT_TRUE(p->SetSubtreeMemory(true).ok());
+  EXPECT_TRUE(c->SetMax(Pages(10)).ok());
+  EXPECT_EQ(c->memory().max(), Pages(10));
+}
+
+// A setter that passed its check races with "-memory" on the parent: once
+// both are done, the child has no limit and no protection, whichever
+// order their writes landed in.
+TEST(FilesTest, ASetterRacingWithMinusMemoryLeavesNoLimit) {
+  TestController t;
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  ASSERT_TRUE(c->SetSubtreeMemory(false).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> calls{0};
+  std::thread setter([&] {
+    for (uint64_t i = 0; !stop.load(); ++i) {
+      (void)c->SetMax(Pages(10 + i % 7));
+      (void)c->SetHigh(Pages(10 + i % 5));
+      (void)c->SetMin(Pages(1 + i % 3));
+      (void)c->SetLow(Pages(1 + i % 3));
+      (void)c->SetOomGroup(true);
+      calls.fetch_add(1);
+    }
+  });
+  int bad = 0;
+  for (int round = 0; round < 3000; ++round) {
+    ASSERT_TRUE(p->SetSubtreeMemory(false).ok());
+    // Two whole rounds of the setter after the disable: the one that was
+    // in flight has finished, and later ones were refused.
+    const uint64_t seen = calls.load();
+    while (calls.load() < seen + 2) std::this_thread::yield();
+    if (c->memory().max() != kPageCounterMax ||
+        c->memory().high() != kPageCounterMax ||
+        c->memory().min() != Pages(0) || c->memory().low() != Pages(0) ||
+        c->oom_group()) {
+      ++bad;
+    }
+    ASSERT_TRUE(p->SetSubtreeMemory(true).ok());
+  }
+  stop.store(true);
+  setter.join();
+  EXPECT_EQ(bad, 0);
 }
 
 // Without the controller a group has no memcg of its own: an OOM kill the

@@ -102,6 +102,13 @@ std::vector<Case> Cases() {
        "p/x",
        {"p/x", "p/y"}},
       {"ties: the larger usage", {{"a", 50, 0}, {"b", 70, 20}}, "b", {"b"}},
+      {"protection two levels down",
+       // p's effective min is 50, so x's is 100 x 50 / 100 = 50 (the
+       // kernel's effective_protection): x scores 100 - 50 = 50 < z's 60.
+       // Its parent's effective value must be computed first in the walk.
+       {{"p", 0, 50}, {"p/x", 100, 100}, {"z", 60}},
+       "z",
+       {"z"}},
   };
 }
 

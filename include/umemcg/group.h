@@ -322,7 +322,10 @@ class UMEMCG_EXPORT alignas(64) Group {
   ObjCgroupRef GetObjCgroup();
 
   // ---- Limits (cgroup-v2 write semantics; root: kInvalidArgument,
-  //      offline: kFailedPrecondition) ----
+  //      offline: kFailedPrecondition, no memory controller: kNotFound,
+  //      as the files layer's ENOENT). A set racing with the parent's
+  //      SetSubtreeMemory(false) may return Ok; the group is then left
+  //      with no limit and no protection either way. ----
 
   // memory.max: sets the limit, then drains stocks, reclaims and, failing
   // that, invokes OOM handling until usage fits or nothing makes progress.
@@ -547,6 +550,14 @@ class UMEMCG_EXPORT alignas(64) Group {
     return true;
   }
   void Put();
+
+  // The limits and protection of a group without the memory controller
+  // (none), as SetSubtreeMemory(false) leaves them.
+  void ResetLimitsWithoutController();
+  // After a setter's write: if the controller went meanwhile (a setter
+  // that passed its check may write after SetSubtreeMemory(false) reset
+  // the limits), resets them again and returns true.
+  bool UndoIfControllerLost();
 
   // TryCharge / Uncharge after the stock's rseq hit missed (charge.cc).
   [[gnu::noinline]] ChargeResult TryChargeMiss(uint64_t n, ChargeFlags flags);

@@ -70,26 +70,20 @@ struct OomPolicy::Impl {
     return it == settings.end() ? Settings{} : it->second;
   }
 
-  // Pre-order walk of `g`'s online subtree.
+  // Pre-order walk of `g`'s online subtree (a snapshot taken in one pass
+  // under the tree lock; visits run without it).
   template <typename Visit>
   void Walk(Group& g, const Visit& visit) {
-    std::vector<std::string> names = g.ChildNames();
-    visit(g, names.empty());
-    const std::string base = g.path();
-    for (const std::string& name : names) {
-      StatusOr<GroupRef> c =
-          ctrl.Lookup(base.empty() ? name : base + "/" + name);
-      if (c.ok()) Walk(*c.value(), visit);
+    for (auto& [group, leaf] : internal::ControllerImpl::SubtreePreorder(g)) {
+      visit(*group, leaf);
     }
   }
 
-  // Usage above effective protection, adjusted (oom_badness).
-  static uint64_t Score(Group& domain, Group& g, int adj, bool recursive) {
+  // Usage above effective protection, adjusted (oom_badness). REQUIRES:
+  // g's effective protection under `domain` computed (CalculateProtection
+  // on every group from domain's child down to g, in that order).
+  static uint64_t Score(Group& domain, Group& g, int adj) {
     PageCounter& m = internal::ControllerImpl::Memory(&g);
-    if (&g != &domain) {
-      PageCounter::CalculateProtection(
-          &internal::ControllerImpl::Memory(&domain), &m, recursive);
-    }
     const uint64_t usage = m.usage().raw();
     const uint64_t protection =
         &g == &domain ? 0 : std::max(m.emin().raw(), m.elow().raw());
@@ -113,10 +107,18 @@ struct OomPolicy::Impl {
     bool best_preferred = false;
     const bool recursive = ctrl.info().recursive_protection;
     Walk(domain, [&](Group& g, bool leaf) {
+      // Every level, parents first (the walk is pre-order): a group's
+      // effective protection derives from its parent's, as in the
+      // kernel's reclaim walk (mem_cgroup_calculate_protection).
+      if (&g != &domain) {
+        PageCounter::CalculateProtection(
+            &internal::ControllerImpl::Memory(&domain),
+            &internal::ControllerImpl::Memory(&g), recursive);
+      }
       if (!leaf || g.usage().raw() == 0) return;
       const Settings s = Lookup(g);
       if (!s.action || s.adj <= kOomScoreAdjMin) return;
-      const uint64_t score = Score(domain, g, s.adj, recursive);
+      const uint64_t score = Score(domain, g, s.adj);
       const uint64_t usage = g.usage().raw();
       const bool pref = preferred(g);
       const bool better =
