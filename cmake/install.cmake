@@ -12,10 +12,13 @@
 #                             hiredis was found)
 #   lib/libumemcg-jemalloc.* component "jemalloc" (shared and static; when
 #                             libjemalloc-dev was found)
+#   lib/libumemcg-profile.*   component "profile" (shared and static: heap
+#                             profiles as pprof; when protobuf was found)
 #   lib/libumemcg-preload.so  the LD_PRELOAD interposer (unsanitized builds)
 #   lib/cmake/umemcg/         the CMake package (find_package(umemcg))
 #   lib/pkgconfig/            umemcg.pc, umemcg-metrics.pc, umemcg-fuse.pc,
-#                             umemcg-cluster.pc, umemcg-jemalloc.pc
+#                             umemcg-cluster.pc, umemcg-jemalloc.pc,
+#                             umemcg-profile.pc
 #   bin/                      umemcg, umemcg-bench (when built)
 #   share/man/man1/           umemcg.1, umemcg-bench.1
 #   share/doc/umemcg/         README.md and docs/
@@ -25,7 +28,7 @@ include(CMakePackageConfigHelpers)
 set(UMEMCG_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/umemcg)
 set(UMEMCG_INSTALL_PKGCONFIGDIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# ---- Headers. fuse.h and cluster.h only with their components.
+# ---- Headers. A component's header only with its component.
 set(_umemcg_header_excludes)
 if(NOT TARGET umemcg_fuse)
   list(APPEND _umemcg_header_excludes PATTERN "fuse.h" EXCLUDE)
@@ -36,9 +39,9 @@ endif()
 if(NOT TARGET umemcg_jemalloc)
   list(APPEND _umemcg_header_excludes PATTERN "jemalloc.h" EXCLUDE)
 endif()
-# libumemcg-profile (the pprof encoder) is not installed yet: nor is its
-# header.
-list(APPEND _umemcg_header_excludes PATTERN "heap_profile_pprof.h" EXCLUDE)
+if(NOT TARGET umemcg_profile)
+  list(APPEND _umemcg_header_excludes PATTERN "heap_profile_pprof.h" EXCLUDE)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/umemcg
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h" PATTERN "*.def"
@@ -67,7 +70,7 @@ if(TARGET umemcg_preload_ops)
 endif()
 
 set(UMEMCG_COMPONENTS)
-foreach(_component metrics fuse cluster jemalloc)
+foreach(_component metrics fuse cluster jemalloc profile)
   if(TARGET umemcg_${_component})
     list(APPEND UMEMCG_COMPONENTS ${_component})
     install(TARGETS umemcg_${_component}_shared umemcg_${_component}
@@ -90,6 +93,7 @@ endif()
 set(UMEMCG_FUSE_PKG "fuse3")
 set(UMEMCG_CLUSTER_PKG "hiredis")
 set(UMEMCG_JEMALLOC_PKG "jemalloc")
+set(UMEMCG_PROFILE_PKG "protobuf")
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/umemcgConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/umemcgConfig.cmake

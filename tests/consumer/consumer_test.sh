@@ -14,10 +14,12 @@
 #
 # usage: consumer_test.sh BUILD_DIR SOURCE_DIR C_COMPILER CXX_COMPILER
 #                         WITH_FUSE(ON|OFF) WITH_CLUSTER(ON|OFF)
+#                         WITH_JEMALLOC(ON|OFF) WITH_PROFILE(ON|OFF)
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) cc=$3 cxx=$4 with_fuse=$5
 with_cluster=${6:-OFF}
 with_jemalloc=${7:-OFF}
+with_profile=${8:-OFF}
 # Scratch space in the build tree, at the same path each run so that
 # ccache recognises the subproject's compiles; removed when all passed
 # (kept for a look otherwise).
@@ -46,11 +48,11 @@ soname=$(readelf -d "${libdir}/libumemcg.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1
 echo "libumemcg.so SONAME ${soname}"
 [ "${soname}" = "libumemcg.so.0.2" ] || { echo "unexpected SONAME"; exit 1; }
 
-step "find_package (C++, components metrics$([ "${with_fuse}" = ON ] && echo ' fuse')$([ "${with_cluster}" = ON ] && echo ' cluster')$([ "${with_jemalloc}" = ON ] && echo ' jemalloc'))"
+step "find_package (C++, components metrics$([ "${with_fuse}" = ON ] && echo ' fuse')$([ "${with_cluster}" = ON ] && echo ' cluster')$([ "${with_jemalloc}" = ON ] && echo ' jemalloc')$([ "${with_profile}" = ON ] && echo ' profile'))"
 cmake -S "${src}/tests/consumer/find_package" -B "${work}/fp" "${common[@]}" \
       -DCMAKE_PREFIX_PATH="${prefix}" -DWITH_FUSE="${with_fuse}" \
       -DWITH_CLUSTER="${with_cluster}" -DWITH_JEMALLOC="${with_jemalloc}" \
-      >"${work}/fp.log" \
+      -DWITH_PROFILE="${with_profile}" >"${work}/fp.log" \
   || { cat "${work}/fp.log"; exit 1; }
 grep "found umemcg" "${work}/fp.log"
 cmake --build "${work}/fp" >"${work}/fp-build.log" || { cat "${work}/fp-build.log"; exit 1; }
@@ -60,6 +62,23 @@ if [ "${with_jemalloc}" = ON ]; then
   "${work}/fp/consumer_jemalloc_shared"
   "${work}/fp/consumer_jemalloc_static"
   PKG_CONFIG_PATH="${pcdir}" pkg-config --exists "umemcg-jemalloc = 0.2.0"
+fi
+if [ "${with_profile}" = ON ]; then
+  "${work}/fp/consumer_profile_shared"
+  "${work}/fp/consumer_profile_static"
+  readelf -d "${work}/fp/consumer_profile_shared" | grep -q "NEEDED.*libumemcg-profile.so.0.2" \
+    || { echo "consumer_profile_shared does not use libumemcg-profile.so.0.2"; exit 1; }
+  [ -e "${prefix}/include/umemcg/heap_profile_pprof.h" ] \
+    || { echo "not installed: heap_profile_pprof.h"; exit 1; }
+  # A plain compiler line from pkg-config, shared.
+  pflags=$(PKG_CONFIG_PATH="${pcdir}" pkg-config --cflags --libs "umemcg-profile = 0.2.0")
+  echo "pkg-config --cflags --libs umemcg-profile: ${pflags}"
+  # shellcheck disable=SC2086
+  "${cxx}" -std=c++20 -Wall -Wextra -Werror \
+    "${src}/tests/consumer/find_package/profile.cc" ${pflags} -o "${work}/consumer_profile_pc"
+  LD_LIBRARY_PATH="${libdir}" "${work}/consumer_profile_pc"
+  PKG_CONFIG_PATH="${pcdir}" pkg-config --static --libs umemcg-profile | grep -q -- -lprotobuf \
+    || { echo "umemcg-profile.pc does not name protobuf"; exit 1; }
 fi
 readelf -d "${work}/fp/consumer_shared" | grep -q "NEEDED.*libumemcg.so.0.2" \
   || { echo "consumer_shared does not use libumemcg.so.0.2"; exit 1; }
