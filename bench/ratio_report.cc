@@ -189,7 +189,7 @@ bool InitBenchmarks(int argc, char** argv, std::string* json_path,
       args.push_back(argv[i]);
     }
   }
-  auto given = [&args](std::string_view prefix) {
+  auto given = [](std::string_view prefix) {  // args is static
     return std::any_of(args.begin(), args.end(), [prefix](const char* a) {
       return std::string_view(a).starts_with(prefix);
     });

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -125,8 +126,10 @@ static void test_groups_and_charges(void) {
   char buf[4096];
   size_t needed = 0;
   umemcg_options_init(&o);
+  CHECK(o.charge_group_metadata == 1);
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
+  o.charge_group_metadata = 0; /* exact page counts below */
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
   CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
   CHECK_ERR(umemcg_group_root(NULL, &root), EINVAL);
@@ -285,6 +288,7 @@ static void test_callbacks(void) {
   umemcg_reclaimer_ops_t bad_ops;
   char buf[512];
   umemcg_options_init(&o);
+  o.charge_group_metadata = 0; /* exact page counts */
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
@@ -425,6 +429,7 @@ static void test_oom_handler_removes_victim(void) {
   umemcg_group_t *root = NULL, *a = NULL, *v = NULL, *w = NULL;
   struct remover r;
   umemcg_options_init(&o);
+  o.charge_group_metadata = 0; /* exact page counts */
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
@@ -457,6 +462,7 @@ static void test_oom_victims(void) {
   char name[8];
   int i;
   umemcg_options_init(&o);
+  o.charge_group_metadata = 0; /* exact page counts */
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
   CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
@@ -503,6 +509,7 @@ static void test_files(void) {
   char buf[256];
   size_t needed = 0;
   umemcg_options_init(&o);
+  o.charge_group_metadata = 0; /* exact page counts */
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
   o.batch = 1; /* no stock surplus in the peaks */
@@ -608,6 +615,7 @@ static void test_pressure(void) {
   char buf[256];
   int fired = -1;
   umemcg_options_init(&o);
+  o.charge_group_metadata = 0; /* exact page counts */
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
   o.batch = 1;
@@ -659,6 +667,7 @@ static void test_high_work(void) {
   struct cache c;
   size_t ran = 99;
   umemcg_options_init(&o);
+  o.charge_group_metadata = 0; /* exact page counts */
   CHECK(o.high_work == UMEMCG_HIGH_WORK_THREAD);
   o.cpu_source = UMEMCG_CPU_FAKE;
   o.nr_cpus = 2;
@@ -689,6 +698,47 @@ static void test_high_work(void) {
   CHECK_ERR(umemcg_run_high_work(ctrl, &ran), EBADF);
 }
 
+/* The percpu line of a memory.stat text; -1 if absent. */
+static long long stat_percpu(const char* text) {
+  const char* p = strstr(text, "\npercpu ");
+  return p == NULL ? -1 : atoll(p + 8);
+}
+
+/* charge_group_metadata: a group's own memory is charged to its parent (a
+ * child of the root charges nothing), shown as percpu; off: nothing. */
+static void test_group_metadata(void) {
+  int on;
+  for (on = 0; on <= 1; ++on) {
+    umemcg_options_t o;
+    umemcg_controller_t* ctrl = NULL;
+    umemcg_group_t *root = NULL, *a = NULL, *b = NULL;
+    char buf[8192];
+    umemcg_options_init(&o);
+    o.nr_cpus = 2;
+    o.cpu_source = UMEMCG_CPU_FAKE;
+    o.charge_group_metadata = on;
+    CHECK_ERR(umemcg_controller_create(&o, &ctrl), 0);
+    CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+    CHECK_ERR(umemcg_group_create(root, "a", &a), 0);
+    CHECK_ERR(umemcg_group_create(a, "b", &b), 0);
+    CHECK_ERR(umemcg_flush(a), 0); /* memory.stat may lag otherwise */
+    CHECK_ERR(read_text(a, "memory.stat", buf, sizeof(buf)), 0);
+    if (on) {
+      CHECK(stat_percpu(buf) > 0);
+      CHECK_ERR(read_text(a, "memory.current", buf, sizeof(buf)), 0);
+      CHECK(atoll(buf) > 0);
+    } else {
+      CHECK(stat_percpu(buf) == 0);
+      CHECK_ERR(read_text(a, "memory.current", buf, sizeof(buf)), 0);
+      CHECK(atoll(buf) == 0);
+    }
+    CHECK_ERR(umemcg_group_release(b), 0);
+    CHECK_ERR(umemcg_group_release(a), 0);
+    CHECK_ERR(umemcg_group_release(root), 0);
+    CHECK_ERR(umemcg_controller_destroy(ctrl), 0);
+  }
+}
+
 int main(void) {
   test_controller();
   test_groups_and_charges();
@@ -698,6 +748,7 @@ int main(void) {
   test_files();
   test_pressure();
   test_high_work();
+  test_group_metadata();
   printf("c_api: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

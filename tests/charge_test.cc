@@ -279,6 +279,7 @@ TEST(StockDrainRegressionTest, EveryLimitingLevelIsDrainedBeforeFailing) {
   options.batch = 8;
   options.cpu_source = CpuSource::kFake;
   options.nr_cpus = 4;
+  options.charge_group_metadata = false;  // exact page counts
   auto ctrl = Controller::Create(std::move(options)).value();
   GroupRef a = ctrl->CreateGroup(ctrl->root(), "a").value();
   GroupRef g = ctrl->CreateGroup(*a, "g").value();

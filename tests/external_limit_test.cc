@@ -65,7 +65,8 @@ class FakeLimit : public ExternalLimit {
 class ExternalLimitTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ctrl_ = Controller::Create({.batch = 8}).value();
+    ctrl_ = Controller::Create({.batch = 8, .charge_group_metadata = false})
+                .value();  // exact page counts
     parent_ = ctrl_->CreateGroup(ctrl_->root(), "p").value();
     child_ = ctrl_->CreateGroup(*parent_, "c").value();
   }

@@ -158,6 +158,14 @@ TEST(GroupMetadataTest, FollowsTheParentsObjcg) {
   EXPECT_TRUE(t.errors.empty());
 }
 
+TEST(GroupMetadataTest, OnByDefault) {
+  EXPECT_TRUE(ControllerOptions{}.charge_group_metadata);
+  auto c = Controller::Create({});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE((*c)->info().charge_group_metadata);
+  EXPECT_GT((*c)->info().group_metadata_bytes, 0u);
+}
+
 TEST(GroupMetadataTest, OffWhenDisabled) {
   TestController t({.batch = 1}, kCpus);
   EXPECT_FALSE(t.ctrl->info().charge_group_metadata);

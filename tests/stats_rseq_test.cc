@@ -83,6 +83,7 @@ std::unique_ptr<Controller> RealController(
   o.stats_flush_period = std::chrono::nanoseconds(0);
   o.stats_flush_mode = mode;
   o.stats_rseq = rseq;
+  o.charge_group_metadata = false;  // counts updates exactly
   auto c = Controller::Create(std::move(o));
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? std::move(c).value() : nullptr;
@@ -350,6 +351,7 @@ TEST_P(StatsSubtreeFlushBoundTest, AncestorsBoundHoldsAtQuiescence) {
   o.stats_flush_period = std::chrono::nanoseconds(0);
   o.stats_flush_mode = GetParam().mode;
   o.batch = 1024;  // a threshold of 1024 x nr_cpus: long rounds
+  o.charge_group_metadata = false;  // counts updates exactly
   auto made = Controller::Create(std::move(o));
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::unique_ptr<Controller> ctrl = std::move(made).value();

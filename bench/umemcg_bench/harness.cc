@@ -258,7 +258,9 @@ void Backoff(int& spins) {
   }
 }
 
-StatusOr<std::unique_ptr<Controller>> MakeController(ControllerOptions o) {
+StatusOr<std::unique_ptr<Controller>> MakeController(ControllerOptions o,
+                                                     bool group_metadata) {
+  o.charge_group_metadata = group_metadata;
   auto c = Controller::Create(std::move(o));
   if (!c.ok()) return Failed("Controller::Create: " + c.status().ToString());
   return std::move(c).value();

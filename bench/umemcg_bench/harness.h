@@ -194,8 +194,14 @@ void Backoff(int& spins);
 
 // ---- Controllers and checks ----
 
-// Controller::Create, or an error naming `what`.
-StatusOr<std::unique_ptr<Controller>> MakeController(ControllerOptions o);
+// Controller::Create, or an error naming `what`. The groups' own
+// statistics are charged to their parents only with `group_metadata`
+// (ControllerOptions::charge_group_metadata, on in the library by
+// default): a creation-time charge that the timed loops never see, left
+// out so that CheckBalanced can ask for memory.current 0 (`scale`
+// measures it).
+StatusOr<std::unique_ptr<Controller>> MakeController(
+    ControllerOptions o, bool group_metadata = false);
 
 // A chain root -> c1 -> ... -> c<depth> (depth >= 1); min and low of c1
 // set to `protect` pages when non-zero. groups[k-1] is at depth k.

@@ -117,7 +117,7 @@ StatusOr<Sample> RunOnce(int groups, int fanout, int creators, int rounds,
   const double rss_before = ResidentBytes();
   // Leaves charge their statistics to their parents, as in the kernel
   // (opt-in in umemcg): creation pays for it, and the run says how much.
-  auto c = MakeController({.charge_group_metadata = true});
+  auto c = MakeController({}, /*group_metadata=*/true);
   if (!c.ok()) return c.status();
   std::unique_ptr<Controller> ctrl = std::move(c).value();
 

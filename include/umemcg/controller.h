@@ -263,11 +263,12 @@ struct ControllerOptions {
   // fails with kResourceExhausted (ENOMEM) when they do not fit. Returned
   // when the group is freed. Children of the root are not charged (the
   // kernel never charges the root). ControllerInfo::group_metadata_bytes
-  // says how much each group costs its parent. Off by default for now:
-  // it changes every parent's memory.current and memory.stat by what its
-  // children cost, which programs counting pages exactly (and the C API,
-  // whose options have no field for it yet) do not expect.
-  bool charge_group_metadata = false;
+  // says how much each group costs its parent. On by default, as the
+  // kernel charges a memcg's per-CPU data: a tenant allowed to create
+  // subgroups cannot use memory outside its limit that way. Off: nothing
+  // is charged for groups (every parent's memory.current and memory.stat
+  // then count only what was charged to the groups).
+  bool charge_group_metadata = true;
 };
 
 // The settings in effect, after defaults were resolved.

@@ -123,6 +123,7 @@ extern "C" void umemcg_options_init(umemcg_options_t* options) {
           d.stats_flush_period)
           .count();
   options->high_work = UMEMCG_HIGH_WORK_THREAD;
+  options->charge_group_metadata = d.charge_group_metadata ? 1 : 0;
 }
 
 extern "C" int umemcg_controller_create(const umemcg_options_t* options,
@@ -142,6 +143,7 @@ extern "C" int umemcg_controller_create(const umemcg_options_t* options,
   opts.recursive_protection = o.recursive_protection != 0;
   opts.local_events = o.local_events != 0;
   opts.obj_stock_slots = o.obj_stock_slots;
+  opts.charge_group_metadata = o.charge_group_metadata != 0;
   if (o.stats_flush_period_ms < 0 || o.stats_flush_period_ms > 3600000) {
     return EINVAL;
   }

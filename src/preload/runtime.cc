@@ -487,6 +487,10 @@ void Init() {
   // Nor a memory.high worker: over-high groups are reclaimed by the next
   // blocking charge (UMEMCG_ENFORCE) or memory.high write.
   options.high_work = HighWorkMode::kNone;
+  // The groups count the program's heap; the library's own memory is
+  // never charged in the preload (its allocations run inside umemcg), and
+  // so neither are the groups' statistics.
+  options.charge_group_metadata = false;
   options.error_hook = [](const ErrorReport& r) {
     Warn("umemcg-preload: accounting error: %s\n", r.what);
   };

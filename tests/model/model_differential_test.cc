@@ -115,6 +115,7 @@ class Differential {
     options.batch_policy = variant.batch_policy;
     options.cpu_source = CpuSource::kFake;
     options.nr_cpus = kNrCpus;
+    options.charge_group_metadata = false;  // the model counts pages exactly
     options.error_hook = [this](const ErrorReport& r) {
       errors_.push_back(r.what);
     };

@@ -93,6 +93,7 @@ TEST_P(ObjDifferentialTest, AgreesWithTheModel) {
   opts.obj_stat_cache = setting.stat_cache;
   opts.obj_stock = setting.stock;
   opts.batch_policy = setting.batch_policy;
+  opts.charge_group_metadata = false;  // the model counts pages exactly
   std::vector<std::string> errors;
   opts.error_hook = [&](const ErrorReport& r) { errors.push_back(r.what); };
   SetFakeCpu(0);

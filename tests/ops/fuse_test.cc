@@ -68,6 +68,7 @@ class FuseMountTest : public ::testing::Test {
     }
     ControllerOptions options;
     options.batch = 1;  // usage is exactly what was charged
+    options.charge_group_metadata = false;
     options.cpu_source = CpuSource::kFake;
     options.nr_cpus = 2;
     ctrl_ = Controller::Create(options).value();

@@ -73,6 +73,7 @@ class MetricsTest : public ::testing::Test {
     options.batch = 1;
     options.cpu_source = CpuSource::kFake;
     options.nr_cpus = 2;
+    options.charge_group_metadata = false;  // exact page counts
     ctrl_ = Controller::Create(options).value();
     a_ = ctrl_->CreateGroup(ctrl_->root(), "a").value();
     b_ = ctrl_->CreateGroup(*a_, "b").value();

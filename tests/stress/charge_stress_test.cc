@@ -126,6 +126,7 @@ class ChargeStressTest : public ::testing::Test {
     options.stock_slots = kStockSlots;
     options.cpu_source = CpuSource::kFake;
     options.nr_cpus = kNrCpus;
+    options.charge_group_metadata = false;  // exact page counts
     options.error_hook = [this](const ErrorReport& r) {
       (std::string_view(r.what) == "underflow" ? underflow_reports_
        : std::string_view(r.what) == "leak"    ? leak_reports_

@@ -68,6 +68,7 @@ TEST(RemovalStatsStressTest, StatisticsEqualLiveChargesAtEveryLevel) {
   ControllerOptions options;
   options.cpu_source = CpuSource::kFake;
   options.nr_cpus = kNrCpus;
+  options.charge_group_metadata = false;  // exact page counts
   options.stats_flush_period = std::chrono::nanoseconds(0);
   std::atomic<int> errors{0};
   options.error_hook = [&errors](const ErrorReport&) { errors.fetch_add(1); };

@@ -68,6 +68,7 @@ std::unique_ptr<Controller> Make(const Param& p, std::atomic<int>* errors,
   o.batch = 64;
   o.batch_max = 512;
   o.stock_slots = stock_slots;
+  o.charge_group_metadata = false;  // exact page counts
   o.stats_flush_period = std::chrono::nanoseconds(0);
   o.error_hook = [errors](const ErrorReport&) { errors->fetch_add(1); };
   o.oom_handler = std::move(oom);
