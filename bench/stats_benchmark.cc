@@ -42,7 +42,10 @@
 //
 // Targets are reported, never asserted: the program exits 0 on a MISS.
 // Every fast path has an extern "C" noinline wrapper (umemcg_bench_*) so its
-// code can be read with `objdump -d --disassemble=umemcg_bench_...`.
+// code can be read with `objdump -d --disassemble=umemcg_bench_...`. The
+// wrappers and the benchmark bodies start a 64-byte line each, so that a
+// change elsewhere in this file cannot move them within one (see
+// charge_benchmark.cc and docs/benchmarks.md, Code placement).
 
 #include <benchmark/benchmark.h>
 #include <pthread.h>
@@ -90,25 +93,25 @@ struct alignas(64) UmemcgStatsBenchCounter {
 
 extern "C" {
 
-__attribute__((noinline)) void umemcg_bench_atomic_add(
+__attribute__((noinline, aligned(64))) void umemcg_bench_atomic_add(
     std::atomic<int64_t>* counter) {
   counter->fetch_add(1);
 }
 
-__attribute__((noinline)) bool umemcg_bench_mod_state(Group* g) {
+__attribute__((noinline, aligned(64))) bool umemcg_bench_mod_state(Group* g) {
   return g->ModState(StatItem::kFileMapped, 1);
 }
 
 // The floor (rseq_floor.h) in ModState's shape: a wrapper calling one
 // out-of-line rseq add with only the CPU-id bound check.
-__attribute__((noinline)) bool umemcg_bench_rseq_floor_add(
+__attribute__((noinline, aligned(64))) bool umemcg_bench_rseq_floor_add(
     umemcg::bench::RseqFloor* f) {
   return f->Add(1);
 }
 
 // The same call (the locked controller's group): a second symbol so that
 // both can be annotated apart in a profile.
-__attribute__((noinline)) bool umemcg_bench_mod_state_locked(Group* g) {
+__attribute__((noinline, aligned(64))) bool umemcg_bench_mod_state_locked(Group* g) {
   return g->ModState(StatItem::kFileMapped, 1);
 }
 
@@ -161,14 +164,14 @@ struct MicroFixture {
 };
 MicroFixture* g_micro = nullptr;
 
-void BM_AtomicAdd(benchmark::State& state) {
+[[gnu::aligned(64)]] void BM_AtomicAdd(benchmark::State& state) {
   std::atomic<int64_t>* c = &g_micro->counter.value;
   for (auto _ : state) umemcg_bench_atomic_add(c);
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_AtomicAdd)->UseRealTime();
 
-void BM_ModState(benchmark::State& state) {
+[[gnu::aligned(64)]] void BM_ModState(benchmark::State& state) {
   Group* g = g_micro->rseq.leaf.get();
   if (!umemcg_bench_mod_state(g)) Die("ModState refused");  // now updated
   for (auto _ : state) umemcg_bench_mod_state(g);
@@ -176,7 +179,7 @@ void BM_ModState(benchmark::State& state) {
 }
 BENCHMARK(BM_ModState)->UseRealTime();
 
-void BM_ModStateLocked(benchmark::State& state) {
+[[gnu::aligned(64)]] void BM_ModStateLocked(benchmark::State& state) {
   Group* g = g_micro->locked.leaf.get();
   if (!umemcg_bench_mod_state_locked(g)) Die("ModState refused");
   for (auto _ : state) umemcg_bench_mod_state_locked(g);
@@ -186,7 +189,7 @@ BENCHMARK(BM_ModStateLocked)->UseRealTime();
 
 // The floor under BM_ModState (rseq_floor.h). An aborted sequence is
 // counted, not fatal.
-void BM_RseqFloorAdd(benchmark::State& state) {
+[[gnu::aligned(64)]] void BM_RseqFloorAdd(benchmark::State& state) {
   static umemcg::bench::RseqFloor floor;
   if (!floor.available()) {
     state.SkipWithError("rseq not registered in this process");
