@@ -71,10 +71,14 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
   // of it any more, so the pool is whole pages unless the caller freed
   // bytes it never charged (or leaked some).
   Group* g;
+  ObjCgroup* heir;
   {
     // Under objcg_mu_ its group cannot move while we unlink it (O(1)).
     std::lock_guard<std::mutex> lock(objcg_mu_);
     g = objcg->group();
+    // Alive until this Reap ends: objcgs are freed only here, under
+    // reap_mu_.
+    heir = g->objcg_.load(std::memory_order_acquire);
     objcgs_visited_.fetch_add(1, std::memory_order_relaxed);
     if (objcg->list_prev_ != nullptr) {
       objcg->list_prev_->list_next_ = objcg->list_next_;
@@ -101,7 +105,10 @@ void Controller::FreeObjCgroup(ObjCgroup* objcg) {
     // Now, not deferred: Reap may free `g` right after.
     Deliver("objcg_partial_page", g, Pages(pages));
   }
-  profile::ForgetObjCgroup(objcg);  // the heap profile's sites of it
+  // The heap profile's sites of it; their history to the objcg that now
+  // takes its charges (g's own; null while g is being removed, whose
+  // objcg will be reparented and freed through here in turn).
+  profile::ForgetObjCgroup(objcg, heir);
   delete objcg;
   live_objcgs_.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -302,23 +302,45 @@ TEST(HeapProfileTest, ConcurrentAllocationAndReads) {
   EXPECT_TRUE(SnapshotHeapProfile(*h).entries.size() <= s.entries.size());
 }
 
-TEST(HeapProfileTest, FreedObjCgroupDropsItsSites) {
+// A removed group's history outlives its objcg: when the objcg is freed
+// (its last block gone, the reap), its sites' cumulative values move to the
+// sites of the objcg that took its charges, the nearest online ancestor's,
+// and stay in that ancestor's profile; nothing stays in use.
+TEST(HeapProfileTest, FreedObjCgroupsHistoryStaysWithTheAncestor) {
   TestController t;
-  GroupRef g = t.Make("a");
-  SetHeapProfileRate(*g, kSmallRate);
+  GroupRef p = t.Make("p");
+  GroupRef c = t.Make("p/c");
+  SetHeapProfileRate(*t.ctrl, kSmallRate);
   {
-    MemoryResource res(*g);
+    MemoryResource res(*c);
     SeedHeapProfileThreadForTesting(13);
-    res.deallocate(res.allocate(kBig, 16), kBig, 16);
+    for (int i = 0; i < 3; ++i)
+      res.deallocate(res.allocate(kBig, 16), kBig, 16);
   }
-  EXPECT_EQ(SnapshotHeapProfile(*g).entries.size(), 1u);
-  ASSERT_TRUE(t.ctrl->RemoveGroup(*g).ok());
-  // The root's profile shows the removed group's history until its objcg
-  // goes; after the reap nothing refers to it.
-  g.reset();
+  const HeapProfileSnapshot before = SnapshotHeapProfile(*c);
+  ASSERT_EQ(before.entries.size(), 1u);
+  const uint64_t samples = before.entries[0].alloc_samples;
+  ASSERT_GT(samples, 0u);
+  const double space = before.entries[0].alloc_space;
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*c).ok());
+  c.reset();
+  t.Drain();
+  t.ctrl->Reap();  // frees c's objcg
+  const HeapProfileSnapshot after = SnapshotHeapProfile(*p);
+  ASSERT_EQ(after.entries.size(), 1u);
+  EXPECT_EQ(after.entries[0].alloc_samples, samples);
+  EXPECT_DOUBLE_EQ(after.entries[0].alloc_space, space);
+  EXPECT_EQ(after.entries[0].inuse_samples, 0u);
+  EXPECT_EQ(after.entries[0].stack, before.entries[0].stack);
+  // And on up when p goes too: the root's profile keeps it.
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*p).ok());
+  p.reset();
   t.Drain();
   t.ctrl->Reap();
-  EXPECT_TRUE(SnapshotHeapProfile(t.ctrl->root()).entries.empty());
+  const HeapProfileSnapshot root = SnapshotHeapProfile(t.ctrl->root());
+  ASSERT_EQ(root.entries.size(), 1u);
+  EXPECT_EQ(root.entries[0].alloc_samples, samples);
+  SetHeapProfileRate(*t.ctrl, kDefaultHeapProfileRate);
 }
 
 }  // namespace

@@ -601,14 +601,19 @@ TEST(StatsTest, PeriodicFlusherMakesValuesExactWithinOnePeriod) {
   EXPECT_LT(g->StatBound().since_last_flush, std::chrono::seconds(2));
 }
 
+// Real time and a flusher thread, on `nr_cpus` fake CPUs.
+ControllerOptions RealFlusher(std::chrono::nanoseconds period, int nr_cpus) {
+  ControllerOptions o;
+  o.clock = SystemClock();
+  o.stats_flush_period = period;
+  o.cpu_source = CpuSource::kFake;
+  o.nr_cpus = nr_cpus;
+  return o;
+}
+
 TEST(StatsTest, FlusherThreadStopsWithTheController) {
   for (int i = 0; i < 5; ++i) {
-    ControllerOptions o;
-    o.clock = SystemClock();
-    o.stats_flush_period = std::chrono::milliseconds(1);
-    o.cpu_source = CpuSource::kFake;
-    o.nr_cpus = 2;
-    auto c = Controller::Create(o);
+    auto c = Controller::Create(RealFlusher(std::chrono::milliseconds(1), 2));
     ASSERT_TRUE(c.ok());
     GroupRef g = (*c)->CreateGroup((*c)->root(), "a").value();
     ASSERT_TRUE(g->ModState(StatItem::kAnon, 1));
@@ -633,12 +638,7 @@ TEST(StatsTest, FlusherThreadStopsWithTheController) {
 // dry, so the flusher thread refills them; its periodic flush never comes
 // (it would order the reader after the refill through the flush lock).
 TEST(StatsTest, FlushOfABlockTheFlusherBuiltIsOrderedAfterItsConstruction) {
-  ControllerOptions o;
-  o.clock = SystemClock();
-  o.stats_flush_period = std::chrono::hours(1);
-  o.cpu_source = CpuSource::kFake;
-  o.nr_cpus = 4;
-  auto c = Controller::Create(o);
+  auto c = Controller::Create(RealFlusher(std::chrono::hours(1), 4));
   ASSERT_TRUE(c.ok());
   Controller& ctrl = **c;
   constexpr int kGroups = 2000;

@@ -71,8 +71,8 @@ typedef struct umemcg_options {
   int obj_stock_slots;           /* 1..16, default 5 */
   int64_t stats_flush_period_ms; /* periodic stats flusher; 0 = none, 2000 */
   int high_work;                 /* UMEMCG_HIGH_WORK_*, default THREAD */
-  /* 0/1: each group's own memory charged to its parent, as "percpu"
-   * (ControllerOptions::charge_group_metadata; default as there) */
+  /* 0/1, default 1: each group's own memory charged to its parent, as
+   * "percpu" (ControllerOptions::charge_group_metadata) */
   int charge_group_metadata;
 } umemcg_options_t;
 

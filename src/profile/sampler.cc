@@ -24,9 +24,10 @@
 // freed. Sites (an owner objcg and a stack) hold the cumulative and in-use
 // values; records (one per live sampled block) map a block's address to
 // its site and weights. A site holds no reference on its objcg: the
-// objcg's free (Controller::FreeObjCgroup) drops its sites, so the
-// cumulative history of a removed group lasts as long as its objcg (until
-// its last block is freed and its stocks drained).
+// objcg's free (Controller::FreeObjCgroup) drops its sites, after adding
+// their cumulative values to the sites of the objcg that inherits its
+// charges (its nearest online ancestor's), so a removed group's history
+// stays in its ancestors' profiles after its objcg is gone.
 
 #include "profile/sampler.h"
 
@@ -626,9 +627,12 @@ void ForgetController(const Controller* controller) {
   RemoveRatesLocked(controller, true);
 }
 
-void ForgetObjCgroup(const ObjCgroup* objcg) {
+void ForgetObjCgroup(const ObjCgroup* objcg, ObjCgroup* heir) {
   Locked lock;
   if (g_sites.buckets == nullptr || g_sites.count == 0) return;
+  if (heir == objcg) heir = nullptr;
+  // Unlink its sites first: adding the heir's may grow the table.
+  Site* dead = nullptr;
   bool had_live = false;
   for (size_t i = 0; i <= g_sites.mask; ++i) {
     Site** link = &g_sites.buckets[i];
@@ -640,10 +644,28 @@ void ForgetObjCgroup(const ObjCgroup* objcg) {
       had_live |= s->inuse_samples != 0;
       *link = s->next;
       --g_sites.count;
-      s->next = g_free_sites;
-      s->objcg = nullptr;  // marks the site dead for the records below
-      g_free_sites = s;
+      s->next = dead;
+      dead = s;
     }
+  }
+  // The history (in use is 0: the objcg went with its last block) to the
+  // heir's site of the same stack.
+  for (Site* s = dead; heir != nullptr && s != nullptr; s = s->next) {
+    if (s->alloc_samples == 0) continue;
+    Site* h =
+        FindOrAddSiteLocked(heir, s->frames, static_cast<int>(s->nframes));
+    if (h == nullptr) continue;  // out of table memory: this history is lost
+    h->alloc_samples += s->alloc_samples;
+    h->alloc_sampled_bytes += s->alloc_sampled_bytes;
+    h->alloc_objects += s->alloc_objects;
+    h->alloc_space += s->alloc_space;
+  }
+  while (dead != nullptr) {
+    Site* s = dead;
+    dead = s->next;
+    s->objcg = nullptr;  // marks the site dead for the records below
+    s->next = g_free_sites;
+    g_free_sites = s;
   }
   if (!had_live) return;
   // Blocks still live when their objcg went (a contract violation of the

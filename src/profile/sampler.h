@@ -57,8 +57,12 @@ extern constinit thread_local ThreadSampler tls_sampler
 void ForgetGroup(const Group* group);
 void ForgetController(const Controller* controller);
 
-// An objcg is being freed (Controller::FreeObjCgroup): its sites go.
-void ForgetObjCgroup(const ObjCgroup* objcg);
+// An objcg is being freed (Controller::FreeObjCgroup): its sites go, and
+// their cumulative values move to `heir`'s sites of the same stacks (the
+// objcg of the group it was reparented to; null: they are dropped), so a
+// removed group's history stays in its nearest ancestor's profile.
+// REQUIRES: heir stays alive until this returns.
+void ForgetObjCgroup(const ObjCgroup* objcg, ObjCgroup* heir);
 
 }  // namespace profile
 }  // namespace umemcg
