@@ -73,10 +73,14 @@ void Fail(const std::string& what) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // The groups' own statistics are not charged (charge_group_metadata,
+  // tested in group_metadata_test): the end must find exactly what the
+  // fuzzer charged, with its groups still held.
   auto ctrl = Controller::Create({.batch = 8,
                                   .stock_slots = 2,
                                   .cpu_source = umemcg::CpuSource::kFake,
-                                  .nr_cpus = 2})
+                                  .nr_cpus = 2,
+                                  .charge_group_metadata = false})
                   .value();
   struct Live {
     GroupRef group;
