@@ -133,23 +133,27 @@ __attribute__((noinline, aligned(64))) void umemcg_bench_thread_local_pair() {
 }
 
 // TryCharge(1) + Uncharge(1): both hit this CPU's stock after warm-up.
-__attribute__((noinline, aligned(64))) bool umemcg_bench_stock_hit_pair(Group* g) {
+__attribute__((noinline, aligned(64))) bool umemcg_bench_stock_hit_pair(
+    Group* g) {
   if (!g->TryCharge(Pages(1)).ok()) return false;
   g->Uncharge(Pages(1));
   return true;
 }
 // The same function body, called on a controller without rseq commits.
-__attribute__((noinline, aligned(64))) bool umemcg_bench_stock_hit_pair_trylock(Group* g) {
+__attribute__((noinline, aligned(64))) bool umemcg_bench_stock_hit_pair_trylock(
+    Group* g) {
   if (!g->TryCharge(Pages(1)).ok()) return false;
   g->Uncharge(Pages(1));
   return true;
 }
 
 // The asymmetric pair's two halves.
-__attribute__((noinline, aligned(64))) bool umemcg_bench_charge_message(Group* leaf) {
+__attribute__((noinline, aligned(64))) bool umemcg_bench_charge_message(
+    Group* leaf) {
   return leaf->TryCharge(Pages(kPagesPerMessage)).ok();
 }
-__attribute__((noinline, aligned(64))) void umemcg_bench_uncharge_message(Group* leaf) {
+__attribute__((noinline, aligned(64))) void umemcg_bench_uncharge_message(
+    Group* leaf) {
   leaf->Uncharge(Pages(kPagesPerMessage));
 }
 __attribute__((noinline, aligned(64))) bool umemcg_bench_naive_charge_message(
@@ -484,8 +488,8 @@ Report BuildReport(const RatioReporter& rep, const Controller& ctrl) {
       {"stock_hit_vs_rseq_floor_pair",
        "time(StockHitPair/1t) / time(RseqFloorPair): the stock's checks "
        "over the floor",
-       ns("BM_StockHitPair/threads:1") / ns("BM_RseqFloorPair/threads:1"),
-       NAN, false});
+       ns("BM_StockHitPair/threads:1") / ns("BM_RseqFloorPair/threads:1"), NAN,
+       false});
   r.ratios.back().on_cpu =
       on_cpu({"BM_StockHitPair/threads:1", "BM_RseqFloorPair/threads:1"});
   r.ratios.push_back(

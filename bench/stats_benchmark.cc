@@ -111,7 +111,8 @@ __attribute__((noinline, aligned(64))) bool umemcg_bench_rseq_floor_add(
 
 // The same call (the locked controller's group): a second symbol so that
 // both can be annotated apart in a profile.
-__attribute__((noinline, aligned(64))) bool umemcg_bench_mod_state_locked(Group* g) {
+__attribute__((noinline, aligned(64))) bool umemcg_bench_mod_state_locked(
+    Group* g) {
   return g->ModState(StatItem::kFileMapped, 1);
 }
 
@@ -374,9 +375,9 @@ int main(int argc, char** argv) {
   r.nr_cpus = info.nr_cpus;
   r.allowed_cpus = static_cast<int>(g_allowed_cpus.size());
   r.cpu_source = umemcg::CpuSourceName(info.cpu_source);
-  for (const char* k : {"BM_AtomicAdd/threads:1", "BM_ModState/threads:1",
-                        "BM_ModStateLocked/threads:1",
-                        "BM_RseqFloorAdd/threads:1"}) {
+  for (const char* k :
+       {"BM_AtomicAdd/threads:1", "BM_ModState/threads:1",
+        "BM_ModStateLocked/threads:1", "BM_RseqFloorAdd/threads:1"}) {
     Sample s;
     if (reporter.Get(k, &s)) {
       r.medians.emplace_back(k, s);
@@ -421,8 +422,7 @@ int main(int argc, char** argv) {
       {"rseq_floor_add_vs_atomic_add",
        "time(RseqFloorAdd) / time(AtomicAdd): the least an rseq add of "
        "ModState's shape can cost here",
-       have_floor ? floor.ns_per_op / atomic_add.ns_per_op : NAN, NAN,
-       false});
+       have_floor ? floor.ns_per_op / atomic_add.ns_per_op : NAN, NAN, false});
   if (have_floor) {
     r.ratios.back().on_cpu = std::min(floor.on_cpu(), atomic_add.on_cpu());
   }
