@@ -222,23 +222,37 @@ bool ClusterBinding::Impl::DrainAndRetry(std::unique_lock<std::mutex>& lock,
   const std::chrono::milliseconds wait =
       std::min(std::chrono::milliseconds(d.elements[1].integer), window);
   if (wait.count() <= 0) return false;  // a drain just ran: refuse now
-  // Wait for the other nodes' returns without holding mu_ (their next poll
-  // sees the drain), then retry once.
-  lock.unlock();
-  std::this_thread::sleep_for(wait);
-  if (!cluster_internal::LockWithin(lock, o.command_timeout)) return false;
-  if (unbound_ || Admits(usage)) return true;
-  const uint64_t lease = limit_.load(std::memory_order_relaxed);
-  const uint64_t want = std::max(usage + NextChunkLocked(Clock::now()), lease);
-  StatusOr<Outcome> again = RequestLocked(want, usage, /*force=*/false,
-                                          /*may_reconnect=*/false);
-  // This node asked for the drain: its own reply's new generation is not a
-  // request to give back what it just got.
-  drain_requested_.store(false, std::memory_order_relaxed);
-  return again.ok() &&
-         (again.value().status == kGranted ||
-          again.value().status == kPartial) &&
-         Admits(usage);
+  // Wait for the other nodes' returns without holding mu_ (each returns at
+  // its next tick, within one of its poll intervals), asking again every
+  // quarter poll interval: the room is taken as soon as it is there, and the
+  // wait never exceeds the window. At most 8 retries per refused charge,
+  // and only at the cluster max.
+  const Clock::time_point deadline = Clock::now() + wait;
+  const Clock::duration step = std::max<Clock::duration>(
+      o.poll_interval / 4, std::chrono::milliseconds(1));
+  for (;;) {
+    lock.unlock();
+    std::this_thread::sleep_until(std::min(Clock::now() + step, deadline));
+    if (!cluster_internal::LockWithin(lock, o.command_timeout)) return false;
+    if (unbound_ || Admits(usage)) return true;
+    const uint64_t lease = limit_.load(std::memory_order_relaxed);
+    const uint64_t want =
+        std::max(usage + NextChunkLocked(Clock::now()), lease);
+    StatusOr<Outcome> again = RequestLocked(want, usage, /*force=*/false,
+                                            /*may_reconnect=*/false);
+    // This node asked for the drain: its own reply's new generation is not
+    // a request to give back what it just got.
+    drain_requested_.store(false, std::memory_order_relaxed);
+    if (!again.ok()) return false;  // counted and backed off: refuse
+    if ((again.value().status == kGranted ||
+         again.value().status == kPartial) &&
+        Admits(usage)) {
+      return true;
+    }
+    if (again.value().status != kRefused || Clock::now() >= deadline) {
+      return false;
+    }
+  }
 }
 
 void ClusterBinding::Impl::EnforceMaxLocked(std::unique_lock<std::mutex>& lock,

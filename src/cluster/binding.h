@@ -105,9 +105,9 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // true when Redis was told.
   bool ReturnLocked(uint64_t target);
   // REQUIRES: `lock` holds mu_. A refusal at `level`: start (or join) a
-  // drain of the other nodes' unused lease there, wait for it at most 2
-  // poll intervals (mu_ released meanwhile) and retry once. True when the
-  // retry made the lease admit `usage`.
+  // drain of the other nodes' unused lease there and wait for it at most 2
+  // poll intervals (mu_ released meanwhile), asking again every quarter
+  // poll interval. True when a retry made the lease admit `usage`.
   bool DrainAndRetry(std::unique_lock<std::mutex>& lock, uint64_t usage,
                      const std::string& level);
   // REQUIRES: `lock` holds mu_ (released during the reclaim). The cluster

@@ -398,9 +398,10 @@ TEST_F(ClusterHealTest, IdleNodesGiveBackUnusedLeaseBeforeARefusal) {
   }
 
   // B charges until it holds max - A's usage. A refused charge waits for
-  // the drain at most 2 poll intervals and retries once; on a busy machine
-  // A may answer later than that, and a later charge then finds the room
-  // (the hang guard is 10 s; without drains B never gets there).
+  // the drain at most 2 poll intervals, asking again every quarter poll
+  // interval; on a busy machine A may answer later than that, and a later
+  // charge then finds the room (the hang guard is 10 s; without drains B never
+  // gets there).
   uint64_t held = 0;
   int failures = 0;
   const auto deadline =
@@ -427,6 +428,58 @@ TEST_F(ClusterHealTest, IdleNodesGiveBackUnusedLeaseBeforeARefusal) {
   auto snap = admin->Snapshot();
   ASSERT_TRUE(snap.ok());
   EXPECT_LE(GroupIn(snap.value(), "t").usage, Pages(1000));
+  b.g->Uncharge(Pages(held));
+  a.g->Uncharge(Pages(300));
+}
+
+// A refused charge takes the room as soon as the drain made it, not at
+// the end of its wait: B's poll interval (1 s) makes its wait window 2 s,
+// A (polling every 50 ms) returns its unused lease within about 50 ms, and
+// B asks again every quarter of its poll interval. Before, B slept the
+// whole window and asked once: the charge took 2 s.
+TEST_F(ClusterHealTest,
+       ARefusedChargeTakesTheDrainedRoomWithoutWaitingOutTheWindow) {
+  ClusterOptions oa = Options();
+  oa.min_chunk = Pages(512);  // A keeps its unused pages (< 2 chunks)
+  oa.max_chunk = Pages(512);
+  ClusterOptions ob = Options();
+  ob.poll_interval = milliseconds(1000);
+  ob.min_chunk = Pages(16);
+  ob.max_chunk = Pages(16);
+  auto admin = Connect(Options());
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
+  NodeInProcess a = NewNode(oa, "t"), b = NewNode(ob, "t");
+  ASSERT_TRUE(a.binding && b.binding);
+  ASSERT_TRUE(a.g->TryCharge(Pages(300)).ok());
+  a.ctrl->DrainAllStocks(*a.g);
+  ASSERT_TRUE(a.binding->Sync().ok());
+  const uint64_t a_lease = a.binding->state().lease.raw();
+  ASSERT_GE(a_lease, 300u + 200u);
+  // A's background thread subscribed (see above).
+  ASSERT_TRUE(Eventually([&] {
+    auto r = redis_->Command({"PUBSUB", "NUMSUB", "{umemcg}:drain"});
+    return r.ok() && r.value().elements.size() == 2 &&
+           r.value().elements[1].integer >= 2;
+  }));
+  // B takes all the room A's lease leaves, 16 pages at a time.
+  uint64_t held = 0;
+  while (held + 16 <= 1000 - a_lease) {
+    ASSERT_TRUE(b.g->TryCharge(Pages(16)).ok()) << held;
+    held += 16;
+  }
+  // The next charge needs A's unused lease.
+  const auto start = std::chrono::steady_clock::now();
+  const ChargeResult r = b.g->TryCharge(Pages(100));
+  const auto took = std::chrono::duration_cast<milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  ASSERT_TRUE(r.ok()) << b.g->ReadFile("memory.cluster.stat").value();
+  held += 100;
+  EXPECT_GE(b.binding->state().drains, 1u);
+  EXPECT_GE(a.binding->state().drained, 1u);
+  // The window is 2 s; A answers within its poll interval. 1.5 s leaves a
+  // busy machine room and still fails the old full-window sleep.
+  EXPECT_LT(took.count(), 1500) << "the charge waited out the drain window";
   b.g->Uncharge(Pages(held));
   a.g->Uncharge(Pages(300));
 }
