@@ -229,6 +229,10 @@ StatusOr<Servers> StartServers(const std::string& fault) {
       })) {
     return Failed("cluster-chaos: the replica did not sync");
   }
+  // Receiving writes, not only synced (see RedisProcess::WaitForReplicas).
+  if (!s.master->WaitForReplicas(1, std::chrono::seconds(10)).ok()) {
+    return Failed("cluster-chaos: the replica acknowledged no write");
+  }
   RedisProcessOptions so;
   so.sentinel_for = s.master->port();
   so.master_name = kMasterName;

@@ -233,4 +233,30 @@ StatusOr<Reply> RedisProcess::Command(const std::vector<std::string>& argv) {
   return c.value()->Command(argv);
 }
 
+Status RedisProcess::WaitForReplicas(int n, std::chrono::milliseconds timeout) {
+  RedisUrl url;
+  url.host = "127.0.0.1";
+  url.port = port_;
+  url.password = options_.password;
+  auto c = RedisConnection::Connect(url, std::chrono::milliseconds(2000),
+                                    timeout + std::chrono::milliseconds(5000));
+  if (!c.ok()) return c.status();
+  // WAIT counts the replicas that acknowledged this connection's last
+  // write, so write one first.
+  StatusOr<Reply> w = c.value()->Command({"SET", "umemcg-test:sync", "1"});
+  if (!w.ok()) return w.status();
+  if (w.value().is_error()) {
+    return Status(StatusCode::kFailedPrecondition, w.value().str);
+  }
+  StatusOr<Reply> r = c.value()->Command(
+      {"WAIT", std::to_string(n), std::to_string(timeout.count())});
+  if (!r.ok()) return r.status();
+  if (r.value().type != Reply::Type::kInteger || r.value().integer < n) {
+    return Status(StatusCode::kAgain,
+                  "fewer than " + std::to_string(n) +
+                      " replicas acknowledged the writes in time");
+  }
+  return Status::Ok();
+}
+
 }  // namespace umemcg::cluster_internal

@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,14 @@ class RedisProcess {
 
   // One command on a fresh connection (for test checks and INFO).
   StatusOr<Reply> Command(const std::vector<std::string>& argv);
+
+  // On a master: a write, then WAIT until `n` replicas acknowledged it
+  // (at most `timeout`; kAgain when fewer did). A replica's
+  // master_link_status:up is not enough to know it receives writes: after
+  // a diskless full sync the master sends the write stream only once the
+  // replica's first REPLCONF ACK arrived (up to 1 s later), and writes of
+  // that second die with the master.
+  Status WaitForReplicas(int n, std::chrono::milliseconds timeout);
 
  private:
   RedisProcess() = default;
