@@ -17,16 +17,27 @@
 //                  redis-sentinel:// URL) to the promoted replica
 //   kill-node      the last node process killed (-9): its lease comes
 //                  back at its expiry
+//   lower-max      an operator lowers the max (set-max) from P x 2,000 to
+//                  P x 300 pages, below the nodes' usage; each node also
+//                  holds a cache of 400 pages its Reclaimer can free, and
+//                  cycles 0..100 pages (not 600), so the excess is
+//                  reclaimable: the nodes must bring the cluster back
+//                  under max by themselves (back_under_ms)
 //
 // (The idle node holding lease is `cluster`'s `drain` variant.) The max
 // (P x 2,000 pages) is above what the nodes use, so every max event or OOM
-// handler call would be caused by the fault.
+// handler call would be caused by the fault (lower-max: max events are the
+// expected answer to being over max; an OOM call would mean reclaim did
+// not free enough).
 //
 // Fields per fault: recover_ms (from the start of the fault until every
 // node charges again: holds a lease from a request sent after the fault
 // was over (fault_ms: how long injecting it took, e.g. the 2 s stop), out
 // of any learning window, with its lease record in Redis; kill-node: until
-// the dead node's lease is collected), over_max_pages (the worst of sum
+// the dead node's lease is collected), back_under_ms (lower-max: from the
+// set-max until Redis's usage was at or under the new max for good,
+// sampled every ~5 ms), reclaimed_pages (lower-max: freed by the nodes'
+// reclaimers), over_max_pages (the worst of sum
 // of node usage - max and Redis usage - max, sampled every ~5 ms and
 // ~50 ms) and over_max_ms (the sampled time spent over), cmds_per_sec_node
 // (Redis commands per second per node from the fault to recovery), ooms
@@ -70,6 +81,11 @@ constexpr int kMaxChaosNodes = 16;
 constexpr int kTtlMs = 2000;
 constexpr uint64_t kHeld = 100, kStep = 50, kCycle = 600;
 constexpr uint64_t kPerNodeMax = 2000;
+// lower-max: the max per node it sets, the cache each node fills and the
+// top of its charge cycle (usage 500..600 pages per node, at most 300 of
+// them not reclaimable).
+constexpr uint64_t kLoweredPerNodeMax = 300, kCacheFill = 400,
+                   kCachedCycle = 100;
 constexpr const char* kMasterName = "umemcg";
 
 // Shared with the node processes (MAP_SHARED); steady_clock is
@@ -78,7 +94,7 @@ struct alignas(64) ChaosNode {
   std::atomic<int> ready{0};  // 1: bound; 2: stopped and synced
   std::atomic<int> failed{0};
   std::atomic<uint64_t> usage{0}, lease{0}, commands{0}, ooms{0}, max_events{0},
-      oks{0};
+      oks{0}, reclaimed{0};
   // When the request behind the current lease was sent (Clock ticks; 0:
   // expired), and whether its reply said the group is learning.
   std::atomic<int64_t> lease_sent{0};
@@ -90,7 +106,42 @@ struct ChaosShared {
   ChaosNode nodes[kMaxChaosNodes];
 };
 
-int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
+// lower-max: pages a node holds that its group's reclaim may free (a
+// cache).
+class ChaosCache : public Reclaimer {
+ public:
+  explicit ChaosCache(Group& g) : g_(g) {}
+  bool Fill(uint64_t n) {
+    if (!g_.TryCharge(Pages(n)).ok()) return false;
+    cached_.fetch_add(n);
+    return true;
+  }
+  Pages Reclaimable() override { return Pages(cached_.load()); }
+  Pages Reclaim(Pages target) override {
+    uint64_t have = cached_.load();
+    uint64_t n = 0;
+    do {
+      n = std::min(have, target.raw());
+      if (n == 0) return Pages(0);
+    } while (!cached_.compare_exchange_weak(have, have - n));
+    g_.Uncharge(Pages(n));
+    reclaimed_.fetch_add(n, std::memory_order_relaxed);
+    return Pages(n);
+  }
+  // Uncharges what is left; the reclaimer must be removed first.
+  void Release() { g_.Uncharge(Pages(cached_.exchange(0))); }
+  uint64_t reclaimed() const {
+    return reclaimed_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  Group& g_;
+  std::atomic<uint64_t> cached_{0};
+  std::atomic<uint64_t> reclaimed_{0};  // relaxed: a statistic
+};
+
+int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
+                  bool cached) {
   ChaosNode& me = sh.nodes[index];
   auto fail = [&me] {
     me.failed.store(1);
@@ -119,6 +170,11 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
   if (!b.ok()) return fail();
   ClusterBinding& binding = *b.value();
   if (!group.TryCharge(Pages(kHeld)).ok()) return fail();
+  ChaosCache cache(group);
+  if (cached) {
+    if (!group.AddReclaimer(&cache).ok()) return fail();
+    if (!cache.Fill(kCacheFill)) return fail();
+  }
   std::snprintf(me.owner, sizeof(me.owner), "%s",
                 binding.state().lease_owner.c_str());
   // Relaxed: statistics read by the parent.
@@ -139,6 +195,7 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
     me.commands.store(st.redis_commands, std::memory_order_relaxed);
     me.max_events.store(group.events(MemoryEvent::kMax),
                         std::memory_order_relaxed);
+    me.reclaimed.store(cache.reclaimed(), std::memory_order_relaxed);
   };
   publish();
   me.ready.store(1, std::memory_order_release);
@@ -157,7 +214,7 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
         group.Uncharge(Pages(held));
         held = 0;
       }
-      if (held >= kCycle) {
+      if (held >= (cached ? kCachedCycle : kCycle)) {
         group.Uncharge(Pages(held));
         held = 0;
       }
@@ -183,6 +240,10 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index) {
     std::this_thread::sleep_for(milliseconds(2));
   }
   group.Uncharge(Pages(kHeld));
+  if (cached) {
+    if (!group.RemoveReclaimer(&cache).ok()) return 1;
+    cache.Release();
+  }
   ctrl.value()->DrainAllStocks(group);
   if (!binding.Unbind().ok()) return 1;
   b.value().reset();
@@ -263,7 +324,8 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
     return Failed("cluster-chaos: " + servers.status().ToString());
   }
   Servers& sv = servers.value();
-  const uint64_t max = kPerNodeMax * static_cast<uint64_t>(processes);
+  const bool lower = fault == "lower-max";
+  uint64_t max = kPerNodeMax * static_cast<uint64_t>(processes);
   {
     auto r = sv.master->Command({"EVAL", cluster_internal::kSetMaxScript, "1",
                                  "{umemcg}", "tenant", std::to_string(max)});
@@ -279,7 +341,7 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
   std::fflush(nullptr);
   for (int i = 0; i < processes; ++i) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(ChaosNodeMain(sv.url, *sh, i));
+    if (pid == 0) _exit(ChaosNodeMain(sv.url, *sh, i, lower));
     if (pid < 0) break;
     pids.push_back(pid);
   }
@@ -331,13 +393,18 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
   Clock::time_point last_sample = Clock::now();
   int tick = 0;
   bool paused = false;  // Redis stopped: do not wait for its answers
+  // lower-max: the last sample that saw Redis over max.
+  Clock::time_point last_redis_over{};
   auto sample = [&] {
     const Clock::time_point now = Clock::now();
     const uint64_t used = sum(&ChaosNode::usage, live);
     uint64_t over = used > max ? used - max : 0;
-    if (++tick % 10 == 0 && !paused) {
+    if ((lower || ++tick % 10 == 0) && !paused) {
       const std::optional<uint64_t> r = TenantUsage(sv);
-      if (r && *r > max) over = std::max(over, *r - max);
+      if (r && *r > max) {
+        over = std::max(over, *r - max);
+        last_redis_over = now;
+      }
     }
     worst_over = std::max(worst_over, over);
     if (over > 0) {
@@ -376,6 +443,13 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
   } else if (fault == "failover") {
     sv.master->Kill(SIGKILL);
     sv.current = sv.replica.get();
+  } else if (lower) {
+    max = kLoweredPerNodeMax * static_cast<uint64_t>(processes);
+    auto r = sv.master->Command({"EVAL", cluster_internal::kSetMaxScript, "1",
+                                 "{umemcg}", "tenant", std::to_string(max)});
+    if (!r.ok() || r.value().is_error()) {
+      status = Failed("cluster-chaos: set-max failed");
+    }
   } else if (fault == "kill-node") {
     --live;
     kill(pids.back(), SIGKILL);
@@ -456,6 +530,16 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
                               .count());
   out.fields["fault_ms"] =
       std::chrono::duration<double, std::milli>(fault_done - fault_at).count();
+  if (lower) {
+    out.fields["back_under_ms"] =
+        last_redis_over == Clock::time_point{}
+            ? 0
+            : std::max(0.0, std::chrono::duration<double, std::milli>(
+                                last_redis_over - fault_done)
+                                .count());
+    out.fields["reclaimed_pages"] =
+        static_cast<double>(sum(&ChaosNode::reclaimed, processes));
+  }
   out.fields["over_max_pages"] = static_cast<double>(worst_over);
   out.fields["over_max_ms"] = over_ms;
   out.fields["cmds_per_sec_node"] =
@@ -488,8 +572,8 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
 
 const std::vector<std::string>& ChaosFaults() {
   static const std::vector<std::string> faults = {
-      "flushall", "restart-empty", "restart-aof",
-      "sigstop",  "failover",      "kill-node"};
+      "flushall", "restart-empty", "restart-aof", "sigstop",
+      "failover", "kill-node",     "lower-max"};
   return faults;
 }
 

@@ -51,7 +51,8 @@ SCENARIOS
   cluster       cluster quota over a local redis-server (lease,
                 per-charge, local, drain; built with libumemcg-cluster)
   cluster-chaos one fault per variant against node processes (flushall,
-                restart-empty, restart-aof, sigstop, failover, kill-node)
+                restart-empty, restart-aof, sigstop, failover, kill-node,
+                lower-max)
 
 EXIT STATUS
   0 every scenario ran and balanced (targets are reported, not asserted);

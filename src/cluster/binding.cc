@@ -27,6 +27,8 @@ constexpr int kRefused = 2;
 constexpr int kForced = 3;
 constexpr int kStale = 4;
 constexpr int kLearning = 5;
+// Reclaim passes of one over-max enforcement (EnforceMaxLocked).
+constexpr int kEnforcePasses = 4;
 
 constexpr std::array<internal::ExternalLimit::FileSpec, 5> kFiles = {{
     {"memory.cluster.group", true, false},
@@ -269,35 +271,70 @@ void ClusterBinding::Impl::EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
     if (!r.ok()) return;
     renewals_.fetch_add(1, std::memory_order_relaxed);
   }
-  const int64_t room = room_.load(std::memory_order_relaxed);
-  lease = limit_.load(std::memory_order_seq_cst);
-  if (room >= 0 || lease == 0) return;
-  // Still over: this node's share of the excess, by its part of the
-  // cluster group's usage, is reclaimed like a lowered memory.max.
-  const uint64_t over = static_cast<uint64_t>(-room);
-  const uint64_t total =
-      std::max(cluster_usage_.load(std::memory_order_relaxed), lease);
-  const uint64_t share = static_cast<uint64_t>(
-      (static_cast<unsigned __int128>(over) * lease + total - 1) / total);
-  if (share == 0) return;
   // One enforcement at a time, and Unbind waits for it (the group and its
   // controller must outlive the reclaim); mu_ is released meanwhile, so
   // reclaimers may charge. OOM handling at most once per heartbeat.
-  std::unique_lock<std::mutex> e(enforce_mu_, std::try_to_lock);
-  if (!e.owns_lock()) return;
-  const bool may_oom = now >= next_oom_;
-  if (may_oom) next_oom_ = now + core_->heartbeat();
-  lock.unlock();
-  const uint64_t freed =
-      internal::ExternalLimits::ReclaimExcess(*group_ptr_, share, may_oom);
-  over_max_reclaims_.fetch_add(1, std::memory_order_relaxed);
-  over_max_reclaimed_.fetch_add(freed, std::memory_order_relaxed);
-  if (!cluster_internal::LockWithin(lock, core_->options().command_timeout)) {
-    return;
+  std::unique_lock<std::mutex> e(enforce_mu_, std::defer_lock);
+  bool may_oom = false;
+  // Like memory_max_write, reclaim until the cluster is back at or under
+  // its max, each pass on the room of the last reply: the other nodes
+  // reclaim their shares at the same time, so a pass is this node's share
+  // of what is still over (a few passes, not one per tick).
+  for (int pass = 0; pass < kEnforcePasses; ++pass) {
+    const int64_t room = room_.load(std::memory_order_relaxed);
+    lease = limit_.load(std::memory_order_seq_cst);
+    if (room >= 0 || lease == 0) return;
+    // Still over: this node's share of the excess, by its part of the
+    // cluster group's usage, is reclaimed like a lowered memory.max.
+    const uint64_t over = static_cast<uint64_t>(-room);
+    const uint64_t total =
+        std::max(cluster_usage_.load(std::memory_order_relaxed), lease);
+    const uint64_t share = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(over) * lease + total - 1) / total);
+    if (share == 0) return;
+    if (!e.owns_lock()) {
+      if (!e.try_lock()) return;
+      may_oom = now >= next_oom_;
+      if (may_oom) next_oom_ = now + core_->heartbeat();
+    }
+    // The limit first, then the reclaim toward it (memory_max_write): what
+    // the reclaim frees must not be charged again meanwhile. Lowered here
+    // only; Redis learns the new lease from the request below. A charger
+    // either sees the lowered limit or its pages count in the usage read
+    // after the reclaim (seq_cst, as in ReturnLocked).
+    usage = Usage();
+    const uint64_t target = usage > share ? usage - share : 0;
+    if (target < lease) {
+      enforce_cap_.store(target, std::memory_order_relaxed);
+      limit_.store(target, std::memory_order_seq_cst);
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    lock.unlock();
+    const uint64_t freed =
+        internal::ExternalLimits::ReclaimExcess(*group_ptr_, share, may_oom);
+    may_oom = false;  // once per enforcement
+    over_max_reclaims_.fetch_add(1, std::memory_order_relaxed);
+    over_max_reclaimed_.fetch_add(freed, std::memory_order_relaxed);
+    if (!cluster_internal::LockWithin(lock, core_->options().command_timeout)) {
+      // Without mu_ the cap must go now (relaxed: replies read it under
+      // mu_, which orders it for them): a cap left behind would hold the
+      // local lease below what Redis grants.
+      enforce_cap_.store(UINT64_MAX, std::memory_order_relaxed);
+      return;
+    }
+    enforce_cap_.store(UINT64_MAX, std::memory_order_relaxed);
+    if (unbound_) return;
+    // Redis counts what is in use now: the lease comes down to the usage,
+    // never above what it was (with no progress, a renewal of it). The
+    // reply sets the local lease and is the room of the next pass.
+    usage = Usage();
+    const uint64_t next = std::min(usage, lease);
+    StatusOr<Outcome> r = RequestLocked(next, next, /*force=*/false,
+                                        /*may_reconnect=*/false);
+    if (!r.ok()) return;  // counted and backed off; the limit stays lowered
+    if (next < lease) returns_.fetch_add(1, std::memory_order_relaxed);
+    if (freed == 0 || next >= lease) return;
   }
-  if (unbound_) return;
-  usage = Usage();
-  if (limit_.load(std::memory_order_seq_cst) > usage) (void)ReturnLocked(usage);
 }
 
 void ClusterBinding::Impl::OnDrain(std::string_view path,
@@ -451,7 +488,9 @@ StatusOr<ClusterBinding::Impl::Outcome> ClusterBinding::Impl::RequestLocked(
     // no later than the server's minus the margin.
     const uint64_t before = limit_.load(std::memory_order_seq_cst);
     reconcile_ = out.lease < before && out.lease < Usage();
-    limit_.store(out.lease, std::memory_order_seq_cst);
+    limit_.store(
+        std::min(out.lease, enforce_cap_.load(std::memory_order_relaxed)),
+        std::memory_order_seq_cst);
     expiry_.store((sent_at + o.lease_ttl - core_->safety_margin())
                       .time_since_epoch()
                       .count(),
@@ -501,17 +540,29 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
     RecoverLocked();
     return;
   }
-  // Another node is refused at the max: give back what is not in use.
+  // Another node is refused at the max, or an operator set the max below
+  // the usage: give back what is not in use.
   if (drain_requested_.exchange(false, std::memory_order_relaxed)) {
     const uint64_t in_use = Usage();
-    if (limit_.load(std::memory_order_seq_cst) > in_use &&
-        ReturnLocked(in_use)) {
+    const uint64_t held = limit_.load(std::memory_order_seq_cst);
+    if (held > in_use && ReturnLocked(in_use)) {
       drained_.fetch_add(1, std::memory_order_relaxed);
       // No prefetch for a heartbeat: the room is for the node that asked
       // (a charge of this node that runs short still grows the lease).
       no_prefetch_until_ = now + core_->heartbeat();
-      return;
+    } else if (held <= in_use) {
+      // Nothing unused to give: renew, so that the room below is fresh.
+      StatusOr<Outcome> r = RequestLocked(held, std::min(held, in_use),
+                                          /*force=*/true, false);
+      if (!r.ok()) return;
+      renewals_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      return;  // the return failed (counted and backed off)
     }
+    // The reply says whether the cluster is over its max: reclaim now, not
+    // at the next tick.
+    if (room_.load(std::memory_order_relaxed) < 0) EnforceMaxLocked(lock, now);
+    return;
   }
   const uint64_t min_chunk = core_->options().min_chunk.raw();
   const uint64_t usage = Usage();

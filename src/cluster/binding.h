@@ -114,7 +114,9 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // is over its max: return the unused lease, then reclaim this node's
   // share of the excess from the bound group (like a lowered memory.max;
   // ExternalLimits::ReclaimExcess), OOM handling at most once per
-  // heartbeat, and return what was freed.
+  // heartbeat, and return what was freed; again on the reply's room while
+  // the cluster is still over and the reclaim freed something (at most
+  // kEnforcePasses passes).
   void EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
                         Clock::time_point now);
   // REQUIRES: mu_ held. The group is missing in Redis: re-create it from
@@ -175,7 +177,13 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // Redis answered with less than this node had (its lease expired while
   // cut off, or a restart lost a write) and usage was above it: the next
   // tick counts the usage, past max if need be.
-  bool reconcile_ = false;                 // guarded by mu_
+  bool reconcile_ = false;  // guarded by mu_
+  // While an over-max enforcement reclaims (mu_ released): the local lease
+  // never rises above this, whatever a reply says, so that charges do not
+  // take what the reclaim frees (memory_max_write sets the limit before it
+  // reclaims). UINT64_MAX otherwise. Set under mu_; reset by the
+  // enforcing thread with or without it.
+  std::atomic<uint64_t> enforce_cap_{UINT64_MAX};
   Clock::time_point last_grow_{};          // guarded by mu_
   Clock::time_point last_decay_{};         // guarded by mu_
   Clock::time_point next_heartbeat_{};     // guarded by mu_

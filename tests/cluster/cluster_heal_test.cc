@@ -607,6 +607,61 @@ TEST_F(ClusterHealTest, AnOverMaxClusterReclaimsBackUnderMax) {
   a.g->Uncharge(Pages(cache.cached()));
 }
 
+// While the cluster is over its max, new charges on the bound group are
+// refused, also those made while the enforcement reclaims (memory_max_write
+// sets the limit before it reclaims): a charge from another thread right
+// after the cache freed pages must not take them. Before, the node lowered
+// its lease to the usage, then reclaimed, and the freed pages were inside
+// the lease again: every such charge succeeded and the cluster stayed over
+// until the node's next passes.
+TEST_F(ClusterHealTest, ChargesDuringAnOverMaxReclaimDoNotTakeTheFreedPages) {
+  const ClusterOptions o = Options();
+  auto admin = Connect(o);
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->SetMax("t", Pages(10000)).ok());
+  NodeInProcess a = NewNode(o, "t");
+  ASSERT_TRUE(a.binding);
+  // A cache whose reclaim lets another thread charge what it just freed
+  // (no reclaim, no blocking: only the lease can admit it).
+  class RacingCache : public CacheReclaimer {
+   public:
+    using CacheReclaimer::CacheReclaimer;
+    Group* g = nullptr;
+    std::atomic<int> taken{0}, tried{0};
+    Pages Reclaim(Pages target) override {
+      const Pages freed = CacheReclaimer::Reclaim(target);
+      if (freed.raw() == 0) return freed;
+      std::thread([&] {
+        tried.fetch_add(1);
+        if (g->TryCharge(freed, ChargeFlags::kNone).ok()) {
+          taken.fetch_add(static_cast<int>(freed.raw()));
+        }
+      }).join();
+      return freed;
+    }
+  };
+  RacingCache cache(*a.g);
+  cache.g = a.g.get();
+  ASSERT_TRUE(a.g->AddReclaimer(&cache).ok());
+  ASSERT_TRUE(a.g->TryCharge(Pages(200)).ok());
+  ASSERT_TRUE(cache.Fill(600));
+  a.ctrl->DrainAllStocks(*a.g);
+  ASSERT_TRUE(a.binding->Sync().ok());
+
+  ASSERT_TRUE(admin->SetMax("t", Pages(500)).ok());  // 300 over
+  EXPECT_TRUE(Eventually([&] {
+    auto s = admin->Snapshot();
+    return s.ok() && GroupIn(s.value(), "t").usage <= Pages(500);
+  }));
+  EXPECT_GE(cache.tried.load(), 1);
+  EXPECT_EQ(cache.taken.load(), 0)
+      << "pages the over-max reclaim freed were charged again";
+  EXPECT_EQ(*a.ooms, 0);
+  a.g->Uncharge(Pages(200 + cache.taken.load()));
+  ASSERT_TRUE(a.g->RemoveReclaimer(&cache).ok());
+  a.g->Uncharge(Pages(cache.cached()));
+}
+
 // Over max with nothing to reclaim: the OOM path runs (as
 // memory_max_write does when reclaim cannot free enough).
 TEST_F(ClusterHealTest, OverMaxWithNothingReclaimableRunsTheOomPath) {
