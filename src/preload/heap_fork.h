@@ -123,7 +123,7 @@ class HeapBooking {
   const bool deferred_;
 };
 
-// The charge and count a deferred booking stands for (hooks.cc).
+// The charge and count a deferred booking stands for (heap_block.cc).
 void ApplyHeapBooking(ObjCgroup* owner, int64_t bytes, int64_t blocks);
 
 // Start-up (runtime.cc, before the hooks charge) and the fork handlers.

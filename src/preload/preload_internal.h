@@ -1,10 +1,10 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
-// State shared by the preload's allocation hooks (hooks.cc), its mapping
-// hooks (mmap_hooks.cc) and its runtime (runtime.cc: controller,
-// environment, C API, exit report). Everything here is hidden: only the
-// interposed functions and the umemcg_preload_* API leave the shared
-// object (exports.map).
+// State shared by the preload's allocation hooks (hooks.cc, over the
+// heap block layer of heap_block.*), its mapping hooks (mmap_hooks.cc)
+// and its runtime (runtime.cc: controller, environment, C API, exit
+// report). Everything here is hidden: only the interposed functions and
+// the umemcg_preload_* API leave the shared object (exports.map).
 //
 // Re-entrancy. The hooks run before the runtime exists, inside the
 // dynamic loader, during thread exit and inside umemcg itself. They rely
@@ -132,8 +132,9 @@ inline CounterShard& MyShard() {
 // The running glibc's version, major * 1000 + minor (2036 for 2.36); 0
 // until detected. Selects version-specific rules (aligned_alloc).
 extern int g_glibc_version;
-// Checks that glibc's chunk header is where the hooks read it (hooks.cc);
-// on false the runtime does not start (nothing is ever charged).
+// Checks that glibc's chunk header is where the hooks read it
+// (heap_block.cc); on false the runtime does not start (nothing is ever
+// charged).
 bool ProbeGlibcChunks();
 
 // ---- Anonymous mappings (mmap_hooks.cc) ----

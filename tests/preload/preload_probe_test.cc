@@ -163,7 +163,7 @@ TEST_F(PreloadTest, MallocFamilyChargesGlibcChunksExactly) {
   EXPECT_EQ(during - before, chunks);
   // glibc's 112-byte chunk for 100 bytes, plus our 16-byte header.
   EXPECT_EQ(chunk_b, 128);
-  // The mapping glibc makes for 1 MiB, one page more (see hooks.cc).
+  // The mapping glibc makes for 1 MiB, one page more (see heap_block.h).
   EXPECT_EQ(chunk_d, (1 << 20) + 2 * 4096);
   EXPECT_EQ(after, before);
   EXPECT_EQ(usable_b, 104u);  // glibc's for malloc(100)

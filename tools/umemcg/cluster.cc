@@ -4,19 +4,18 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <thread>
 
 #include "format.h"
+#include "terminal.h"
 #include "top.h"
 #include "umemcg/files.h"
 
@@ -190,24 +189,12 @@ std::string RenderClusterTree(const ClusterSnapshot& snapshot, bool raw,
 }
 
 size_t TerminalLines() {
-  winsize ws{};
-  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
-    return ws.ws_row;
-  }
-  return 24;
+  return ReadTerminalSize({.rows = 24, .cols = SIZE_MAX}).rows;
 }
 
 size_t TerminalColumns() {
-  if (const char* env = std::getenv("COLUMNS")) {
-    char* end = nullptr;
-    const unsigned long v = std::strtoul(env, &end, 10);
-    if (end != env && *end == 0 && v > 0) return v;
-  }
-  winsize ws{};
-  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-    return ws.ws_col;
-  }
-  return SIZE_MAX;
+  return ReadTerminalSize({.rows = 24, .cols = SIZE_MAX}, /*columns_env=*/true)
+      .cols;
 }
 
 std::string RenderClusterTop(const ClusterSnapshot& before,

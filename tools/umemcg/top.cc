@@ -4,7 +4,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "format.h"
+#include "terminal.h"
 
 namespace umemcg::cli {
 namespace {
@@ -106,20 +106,8 @@ class RawTerminal {
   bool active_ = false;
 };
 
-// The terminal's size (24 x 80 when it does not say).
-struct TerminalSize {
-  size_t rows = 24;
-  size_t cols = 80;
-};
-TerminalSize ReadTerminalSize() {
-  TerminalSize size;
-  winsize ws{};
-  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
-    if (ws.ws_row > 0) size.rows = ws.ws_row;
-    if (ws.ws_col > 0) size.cols = ws.ws_col;
-  }
-  return size;
-}
+// The terminal's size when it does not say.
+constexpr TerminalSize kDefaultTerminalSize = {.rows = 24, .cols = 80};
 
 StatusOr<MetricsSnapshot> Sample(Target& target) {
   return CollectMetrics(*target.reader, target.group,
@@ -308,13 +296,13 @@ int RunInteractive(Target& target, const TopOptions& options,
   TopOrder order = options.order;
   // Read at start and again after each SIGWINCH (which also ends the
   // wait below, so the frame is redrawn for the new size at once).
-  TerminalSize size = ReadTerminalSize();
+  TerminalSize size = ReadTerminalSize(kDefaultTerminalSize);
   std::optional<MetricsSnapshot> now = SampleOrReport(target);
   if (!now) return 1;
   while (!g_interrupted) {
     if (g_resized) {
       g_resized = 0;
-      size = ReadTerminalSize();
+      size = ReadTerminalSize(kDefaultTerminalSize);
     }
     char title[160];
     std::snprintf(title, sizeof(title),
