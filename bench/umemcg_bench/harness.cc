@@ -15,6 +15,7 @@
 
 #include "bench_util.h"
 #include "port/try_lock.h"  // internal::CpuRelax
+#include "umemcg/heap_profile.h"
 
 namespace umemcg::bench {
 
@@ -258,11 +259,22 @@ void Backoff(int& spins) {
   }
 }
 
+namespace {
+int64_t g_heap_profile_rate = -1;  // set by main before any thread starts
+}  // namespace
+
+void SetBenchHeapProfileRate(int64_t bytes) { g_heap_profile_rate = bytes; }
+int64_t BenchHeapProfileRate() { return g_heap_profile_rate; }
+
 StatusOr<std::unique_ptr<Controller>> MakeController(ControllerOptions o,
                                                      bool group_metadata) {
   o.charge_group_metadata = group_metadata;
   auto c = Controller::Create(std::move(o));
   if (!c.ok()) return Failed("Controller::Create: " + c.status().ToString());
+  if (g_heap_profile_rate >= 0) {
+    SetHeapProfileRate(*c.value(),
+                       Bytes(static_cast<uint64_t>(g_heap_profile_rate)));
+  }
   return std::move(c).value();
 }
 

@@ -203,6 +203,13 @@ void Backoff(int& spins);
 StatusOr<std::unique_ptr<Controller>> MakeController(
     ControllerOptions o, bool group_metadata = false);
 
+// --heap-profile-rate: the heap profiler's sampling interval (bytes; 0:
+// off) MakeController sets on every controller it makes; negative (the
+// default) leaves the library's default (kDefaultHeapProfileRate, 512 KiB).
+// Set once, before any scenario runs.
+void SetBenchHeapProfileRate(int64_t bytes);
+int64_t BenchHeapProfileRate();
+
 // A chain root -> c1 -> ... -> c<depth> (depth >= 1); min and low of c1
 // set to `protect` pages when non-zero. groups[k-1] is at depth k.
 StatusOr<std::vector<GroupRef>> MakeChain(Controller& ctrl, int depth,

@@ -255,6 +255,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-single-task", no_single_task,
                "pagefault: measure only --threads N tasks, not also 1 "
                "(no scalability field)");
+  int64_t heap_profile_rate = -1;
+  app.add_option("--heap-profile-rate", heap_profile_rate,
+                 "heap profiler sampling interval in bytes for every "
+                 "controller (0: off; default: the library's 512 KiB)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_flag("--json", cli.json, "JSON lines on stdout");
   app.add_option("--plots", cli.plots, "write SVG plots (gnuplot) to DIR");
   app.add_option("--from", cli.from,
@@ -278,6 +283,7 @@ int main(int argc, char** argv) {
   cli.p.pin = !cli.no_pin;
   cli.p.single_task_baseline = !no_single_task;
   cli.p.progress = !cli.quiet;
+  umemcg::bench::SetBenchHeapProfileRate(heap_profile_rate);
 
   for (const std::string& v : cli.p.variants) {
     bool known = false;

@@ -162,7 +162,11 @@ std::string SettingsLine(const Params& p, bool quick) {
                 static_cast<unsigned long long>(p.iterations),
                 static_cast<unsigned long long>(p.payload),
                 p.pin ? "yes" : "no", quick ? " quick" : "");
-  return buf;
+  std::string line = buf;
+  if (BenchHeapProfileRate() >= 0) {
+    line += " heap_profile_rate=" + std::to_string(BenchHeapProfileRate());
+  }
+  return line;
 }
 
 void PrintTable(std::FILE* out, const std::vector<Result>& results) {
