@@ -139,6 +139,13 @@ class ControllerImpl {
   // try_to_free_mem_cgroup_pages(): asks the subtree's reclaimers for `n`
   // pages, honouring effective min/low. Returns pages reclaimed.
   static uint64_t ReclaimSubtree(Group* target, uint64_t n);
+  // memory_max_write()'s loop, for a lowered memory.max and for a limit
+  // outside the group (the cluster quota's): while g's usage is above
+  // `goal` pages, drain its stocks once, reclaim its subtree (up to
+  // kMaxReclaimRetries fruitless rounds), then, when `may_oom`, raise an
+  // OOM event and run the OOM path until usage fits or the handler gives
+  // up. At most kMaxProgressRounds rounds.
+  static void ReclaimToLimit(Group* g, uint64_t goal, bool may_oom);
 
   // memcg_oom(): true if the handler made progress (retry).
   static bool Oom(Group* over, uint64_t n);

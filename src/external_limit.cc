@@ -124,21 +124,7 @@ uint64_t ExternalLimits::ReclaimExcess(Group& group, uint64_t excess,
   const uint64_t before = group.usage().raw();
   const uint64_t goal = before > excess ? before - excess : 0;
   ControllerImpl::RaiseEvent(&group, MemoryEvent::kMax);
-  group.controller().DrainAllStocks(group);
-  int retries = kMaxReclaimRetries;
-  int rounds = 0;
-  while (group.usage().raw() > goal && ++rounds <= kMaxProgressRounds) {
-    if (retries > 0) {
-      if (ControllerImpl::ReclaimSubtree(&group, group.usage().raw() - goal) ==
-          0) {
-        --retries;
-      }
-      continue;
-    }
-    if (!may_oom) break;
-    ControllerImpl::RaiseEvent(&group, MemoryEvent::kOom);
-    if (!ControllerImpl::OutOfMemory(&group, 1)) break;
-  }
+  ControllerImpl::ReclaimToLimit(&group, goal, may_oom);
   const uint64_t after = group.usage().raw();
   return before > after ? before - after : 0;
 }

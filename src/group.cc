@@ -173,23 +173,7 @@ Status Group::SetMax(Pages max, ChargeFlags flags) {
   if (UndoIfControllerLost()) return Status::Ok();
   // Kernel: memory_max_write(). Drain once, reclaim up to 16 fruitless
   // rounds, then OOM until usage fits or the handler gives up.
-  int reclaim_retries = internal::kMaxReclaimRetries;
-  int rounds = 0;
-  bool drained = false;
-  while (memory_.usage() > max && ++rounds <= internal::kMaxProgressRounds) {
-    if (!drained) {
-      controller_->DrainAllStocks(*this);
-      drained = true;
-      continue;
-    }
-    if (reclaim_retries > 0) {
-      const uint64_t excess = (memory_.usage() - max).raw();
-      if (ControllerImpl::ReclaimSubtree(this, excess) == 0) --reclaim_retries;
-      continue;
-    }
-    ControllerImpl::RaiseEvent(this, MemoryEvent::kOom);
-    if (!ControllerImpl::OutOfMemory(this, 1)) break;
-  }
+  ControllerImpl::ReclaimToLimit(this, max.raw(), /*may_oom=*/true);
   return Status::Ok();
 }
 

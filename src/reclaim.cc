@@ -163,4 +163,24 @@ uint64_t ControllerImpl::ReclaimSubtree(Group* target, uint64_t n) {
   return reclaimed;
 }
 
+void ControllerImpl::ReclaimToLimit(Group* g, uint64_t goal, bool may_oom) {
+  int reclaim_retries = kMaxReclaimRetries;
+  int rounds = 0;
+  bool drained = false;
+  while (g->usage().raw() > goal && ++rounds <= kMaxProgressRounds) {
+    if (!drained) {
+      g->controller_->DrainAllStocks(*g);
+      drained = true;
+      continue;
+    }
+    if (reclaim_retries > 0) {
+      if (ReclaimSubtree(g, g->usage().raw() - goal) == 0) --reclaim_retries;
+      continue;
+    }
+    if (!may_oom) break;
+    RaiseEvent(g, MemoryEvent::kOom);
+    if (!OutOfMemory(g, 1)) break;
+  }
+}
+
 }  // namespace umemcg::internal

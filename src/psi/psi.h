@@ -145,9 +145,6 @@ extern constinit thread_local PsiThreadState tls_psi;
 
 class Psi {
  public:
-  static GroupPressure* Create(Clock* clock) {
-    return new GroupPressure(clock);
-  }
   static void Destroy(GroupPressure* raw) { delete Strip(raw); }
 
   // g's state, or null before its first need (acquire: pairs with
