@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory_resource>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "profile/sample_math.h"
 #include "test_util.h"
 #include "umemcg/memory_resource.h"
 #include "umemcg/umemcg.h"
@@ -341,6 +343,43 @@ TEST(HeapProfileTest, FreedObjCgroupsHistoryStaysWithTheAncestor) {
   ASSERT_EQ(root.entries.size(), 1u);
   EXPECT_EQ(root.entries[0].alloc_samples, samples);
   SetHeapProfileRate(*t.ctrl, kDefaultHeapProfileRate);
+}
+
+// The sampler's libm-free math against glibc's (the preload must not load
+// libm): -log(u) for the uniforms DrawCountdown draws, 1 - e^-x for the
+// block-size ratios the sampled probability and the thinning use.
+TEST(SampleMathTest, LogAndOneMinusExpNegMatchLibm) {
+  auto rel = [](double got, double want) {
+    return want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);
+  };
+  double worst_log = 0, worst_exp = 0;
+  // Every binade of (0, 1], with 64 mantissas each, and subnormals.
+  for (int e = -1074; e <= 0; ++e) {
+    for (int j = 0; j < 64; ++j) {
+      const double u = std::ldexp(1.0 + j / 64.0, e);
+      if (u > 1.0 || u <= 0) continue;
+      worst_log = std::max(worst_log, rel(profile::Log(u), std::log(u)));
+    }
+  }
+  EXPECT_EQ(profile::Log(1.0), 0.0);
+  // Uniforms as DrawCountdown makes them, including the extremes.
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    const double u = static_cast<double>((rng() >> 11) + 1) * 0x1.0p-53;
+    worst_log = std::max(worst_log, rel(profile::Log(u), std::log(u)));
+  }
+  EXPECT_LT(worst_log, 1e-14);
+  // x from 1e-20 (an 8-byte block at a huge interval) to past underflow.
+  for (double x = 1e-20; x < 800; x *= 1.0007) {
+    worst_exp =
+        std::max(worst_exp, rel(profile::OneMinusExpNeg(x), -std::expm1(-x)));
+  }
+  EXPECT_LT(worst_exp, 1e-14);
+  EXPECT_EQ(profile::OneMinusExpNeg(0.0), 0.0);
+  EXPECT_EQ(profile::OneMinusExpNeg(1e6), 1.0);
+  RecordProperty("worst_log_rel_error", std::to_string(worst_log));
+  RecordProperty("worst_one_minus_exp_neg_rel_error",
+                 std::to_string(worst_exp));
 }
 
 }  // namespace

@@ -38,11 +38,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <new>
 
+#include "profile/sample_math.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 #include "umemcg/heap_profile.h"
@@ -234,7 +234,7 @@ double Uniform(ThreadSampler& t) {
 }
 
 int64_t DrawCountdown(ThreadSampler& t, uint64_t mean) {
-  const double d = -std::log(Uniform(t)) * static_cast<double>(mean);
+  const double d = -Log(Uniform(t)) * static_cast<double>(mean);
   return static_cast<int64_t>(std::min(d, 0x1.0p62)) + 1;
 }
 
@@ -559,15 +559,15 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
     } else {
       const double keep = static_cast<double>(base) / static_cast<double>(rate);
       sampled = Uniform(t) <= keep ||
-                Uniform(t) <= -std::expm1(-static_cast<double>(after) /
-                                          static_cast<double>(rate));
+                Uniform(t) <= OneMinusExpNeg(static_cast<double>(after) /
+                                             static_cast<double>(rate));
     }
   }
   if (sampled) {
     nframes = CaptureStack(frames, entry_return);
     pthread_once(&g_atfork_once, RegisterAtFork);
     const double p =
-        -std::expm1(-static_cast<double>(size) / static_cast<double>(rate));
+        OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
     const double weight = p > 0 ? 1.0 / p : 1.0;
     Locked lock;
     Site* s = FindOrAddSiteLocked(owner, frames, nframes);

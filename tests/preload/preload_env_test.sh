@@ -14,7 +14,7 @@
 #  - a metrics port in use and a missing or non-directory mount point are
 #    reported with their cause and the address or path;
 #  - a plain preload does not load the operations module (libfuse3,
-#    cpp-httplib, libstdc++.so stay out of the process).
+#    cpp-httplib, libstdc++.so stay out of the process), nor libm.
 # Usage: preload_env_test.sh <libumemcg-preload.so>
 # Exit: 0 pass, 1 fail, 77 when the mount parts could not run (no
 # /dev/fuse); everything else passed then.
@@ -45,6 +45,9 @@ maps=$(LD_PRELOAD="$LIB" cat /proc/self/maps)
 for lib in libfuse3 libcpp-httplib libstdc++ libumemcg-preload-ops; do
   grep -q "$lib" <<<"$maps" && fail "a plain preload loaded $lib"
 done
+# Nor libm (cat does not need it): the preload depends on libc alone, and
+# loading libm cost every preloaded process 10-13% of /bin/true's start-up.
+grep -qE '/libm[.-]' <<<"$maps" && fail "a plain preload loaded libm"
 
 # ---- Children never see UMEMCG_METRICS / UMEMCG_MOUNT ----
 # Each parent prints how many of its children's environments still hold
