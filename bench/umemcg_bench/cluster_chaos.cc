@@ -62,6 +62,7 @@
 #include <optional>
 #include <thread>
 
+#include "cluster/cache_reclaimer.h"
 #include "cluster/redis_process.h"
 #include "cluster/scripts.h"
 #include "harness.h"
@@ -106,40 +107,6 @@ struct ChaosShared {
   ChaosNode nodes[kMaxChaosNodes];
 };
 
-// lower-max: pages a node holds that its group's reclaim may free (a
-// cache).
-class ChaosCache : public Reclaimer {
- public:
-  explicit ChaosCache(Group& g) : g_(g) {}
-  bool Fill(uint64_t n) {
-    if (!g_.TryCharge(Pages(n)).ok()) return false;
-    cached_.fetch_add(n);
-    return true;
-  }
-  Pages Reclaimable() override { return Pages(cached_.load()); }
-  Pages Reclaim(Pages target) override {
-    uint64_t have = cached_.load();
-    uint64_t n = 0;
-    do {
-      n = std::min(have, target.raw());
-      if (n == 0) return Pages(0);
-    } while (!cached_.compare_exchange_weak(have, have - n));
-    g_.Uncharge(Pages(n));
-    reclaimed_.fetch_add(n, std::memory_order_relaxed);
-    return Pages(n);
-  }
-  // Uncharges what is left; the reclaimer must be removed first.
-  void Release() { g_.Uncharge(Pages(cached_.exchange(0))); }
-  uint64_t reclaimed() const {
-    return reclaimed_.load(std::memory_order_relaxed);
-  }
-
- private:
-  Group& g_;
-  std::atomic<uint64_t> cached_{0};
-  std::atomic<uint64_t> reclaimed_{0};  // relaxed: a statistic
-};
-
 int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
                   bool cached) {
   ChaosNode& me = sh.nodes[index];
@@ -170,7 +137,7 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
   if (!b.ok()) return fail();
   ClusterBinding& binding = *b.value();
   if (!group.TryCharge(Pages(kHeld)).ok()) return fail();
-  ChaosCache cache(group);
+  cluster_internal::CacheReclaimer cache(group);
   if (cached) {
     if (!group.AddReclaimer(&cache).ok()) return fail();
     if (!cache.Fill(kCacheFill)) return fail();

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cluster/backoff.h"
+#include "cluster/cache_reclaimer.h"
 #include "cluster/scripts.h"
 #include "cluster_test_util.h"
 #include "umemcg/umemcg.h"
@@ -122,6 +123,16 @@ class ClusterHealTest : public ::testing::Test {
     return c.ok() ? std::move(c).value() : nullptr;
   }
 
+  // An admin connection, with cluster group "t" created at `max` (null,
+  // with a failure recorded, when either fails).
+  std::unique_ptr<Cluster> ConnectWithMax(const ClusterOptions& o, Pages max) {
+    std::unique_ptr<Cluster> c = Connect(o);
+    if (c == nullptr) return nullptr;
+    const Status s = c->SetMax("t", max);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return s.ok() ? std::move(c) : nullptr;
+  }
+
   std::unique_ptr<RedisProcess> redis_;
 };
 
@@ -133,9 +144,8 @@ class ClusterHealTest : public ::testing::Test {
 // was a refusal: max events and OOM handler calls.
 TEST_F(ClusterHealTest, AMissingGroupIsNotAMemoryRefusal) {
   const ClusterOptions o = Options();
-  auto admin = Connect(o);
+  auto admin = ConnectWithMax(o, Pages(100000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(100000)).ok());
   NodeInProcess n = NewNode(o, "t");
   ASSERT_TRUE(n.binding);
   ASSERT_TRUE(n.g->TryCharge(Pages(100)).ok());
@@ -336,9 +346,8 @@ TEST_F(ClusterHealTest, AStaleNodeCannotOverwriteANewerMax) {
 // (two here), and no more; kAgain beyond it, never OOM.
 TEST_F(ClusterHealTest, SafeCapacityWhileRedisIsUnreachable) {
   ClusterOptions o = Options(1000);
-  auto admin = Connect(o);
+  auto admin = ConnectWithMax(o, Pages(1000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
   NodeInProcess a = NewNode(o, "t"), b = NewNode(o, "t");
   ASSERT_TRUE(a.binding && b.binding);
   ASSERT_TRUE(a.binding->Sync().ok());
@@ -377,9 +386,8 @@ TEST_F(ClusterHealTest, IdleNodesGiveBackUnusedLeaseBeforeARefusal) {
   ClusterOptions oa = Options();
   oa.min_chunk = Pages(512);  // A keeps its unused pages (< 2 chunks)
   oa.max_chunk = Pages(512);
-  auto admin = Connect(Options());
+  auto admin = ConnectWithMax(Options(), Pages(1000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
   NodeInProcess a = NewNode(oa, "t"), b = NewNode(Options(), "t");
   ASSERT_TRUE(a.binding && b.binding);
   ASSERT_TRUE(a.g->TryCharge(Pages(300)).ok());
@@ -446,9 +454,8 @@ TEST_F(ClusterHealTest,
   ob.poll_interval = milliseconds(1000);
   ob.min_chunk = Pages(16);
   ob.max_chunk = Pages(16);
-  auto admin = Connect(Options());
+  auto admin = ConnectWithMax(Options(), Pages(1000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
   NodeInProcess a = NewNode(oa, "t"), b = NewNode(ob, "t");
   ASSERT_TRUE(a.binding && b.binding);
   ASSERT_TRUE(a.g->TryCharge(Pages(300)).ok());
@@ -489,9 +496,8 @@ TEST_F(ClusterHealTest,
 // what is left of it), one right after it refuses at once, and a later
 // one starts a new drain.
 TEST_F(ClusterHealTest, OneDrainAtATimePerGroup) {
-  auto admin = Connect(Options());
+  auto admin = ConnectWithMax(Options(), Pages(1000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(1000)).ok());
   auto drain = [&](const std::string& window, const std::string& cooldown) {
     auto r = redis_->Command({"EVAL", cluster_internal::kDrainScript, "1",
                               "{umemcg}", "t", "n#1", window, cooldown});
@@ -525,34 +531,7 @@ TEST_F(ClusterHealTest, OneDrainAtATimePerGroup) {
   EXPECT_EQ(drains(), 3);
 }
 
-// A reclaimer holding `cached` pages of its group's usage (a cache).
-class CacheReclaimer : public Reclaimer {
- public:
-  explicit CacheReclaimer(Group& g) : g_(g) {}
-  bool Fill(uint64_t n) {
-    if (!g_.TryCharge(Pages(n)).ok()) return false;
-    cached_.fetch_add(n);
-    return true;
-  }
-  Pages Reclaimable() override { return Pages(cached_.load()); }
-  Pages Reclaim(Pages target) override {
-    uint64_t have = cached_.load();
-    const uint64_t n = std::min(have, target.raw());
-    if (n == 0 || !cached_.compare_exchange_strong(have, have - n)) {
-      return Pages(0);
-    }
-    g_.Uncharge(Pages(n));
-    calls_.fetch_add(1);
-    return Pages(n);
-  }
-  uint64_t cached() const { return cached_.load(); }
-  int calls() const { return calls_.load(); }
-
- private:
-  Group& g_;
-  std::atomic<uint64_t> cached_{0};
-  std::atomic<int> calls_{0};
-};
+using cluster_internal::CacheReclaimer;
 
 // Back under max by itself: an operator lowers the cluster max below the
 // usage. The node returns its unused lease, then reclaims its share of the
@@ -561,9 +540,8 @@ class CacheReclaimer : public Reclaimer {
 // Before the fix it stayed over max.
 TEST_F(ClusterHealTest, AnOverMaxClusterReclaimsBackUnderMax) {
   const ClusterOptions o = Options();
-  auto admin = Connect(o);
+  auto admin = ConnectWithMax(o, Pages(10000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(10000)).ok());
   NodeInProcess a = NewNode(o, "t");
   ASSERT_TRUE(a.binding);
   CacheReclaimer cache(*a.g);
@@ -616,9 +594,8 @@ TEST_F(ClusterHealTest, AnOverMaxClusterReclaimsBackUnderMax) {
 // until the node's next passes.
 TEST_F(ClusterHealTest, ChargesDuringAnOverMaxReclaimDoNotTakeTheFreedPages) {
   const ClusterOptions o = Options();
-  auto admin = Connect(o);
+  auto admin = ConnectWithMax(o, Pages(10000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(10000)).ok());
   NodeInProcess a = NewNode(o, "t");
   ASSERT_TRUE(a.binding);
   // A cache whose reclaim lets another thread charge what it just freed
@@ -666,9 +643,8 @@ TEST_F(ClusterHealTest, ChargesDuringAnOverMaxReclaimDoNotTakeTheFreedPages) {
 // memory_max_write does when reclaim cannot free enough).
 TEST_F(ClusterHealTest, OverMaxWithNothingReclaimableRunsTheOomPath) {
   const ClusterOptions o = Options();
-  auto admin = Connect(o);
+  auto admin = ConnectWithMax(o, Pages(10000));
   ASSERT_TRUE(admin);
-  ASSERT_TRUE(admin->SetMax("t", Pages(10000)).ok());
   NodeInProcess a = NewNode(o, "t");
   ASSERT_TRUE(a.binding);
   ASSERT_TRUE(a.g->TryCharge(Pages(800)).ok());
