@@ -257,19 +257,27 @@ bool ClusterBinding::Impl::DrainAndRetry(std::unique_lock<std::mutex>& lock,
   }
 }
 
+bool ClusterBinding::Impl::RenewLocked() {
+  const uint64_t lease = limit_.load(std::memory_order_seq_cst);
+  StatusOr<Outcome> r = RequestLocked(lease, std::min(lease, Usage()),
+                                      /*force=*/true, false);
+  if (r.ok()) renewals_.fetch_add(1, std::memory_order_relaxed);
+  return r.ok();
+}
+
 void ClusterBinding::Impl::EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
-                                            Clock::time_point now) {
+                                            Clock::time_point now,
+                                            bool room_fresh) {
   // First what is not in use; without any, a renewal tells whether the
   // cluster is still over (the room is as of the last reply).
   uint64_t usage = Usage();
   uint64_t lease = limit_.load(std::memory_order_seq_cst);
-  if (lease > usage) {
-    (void)ReturnLocked(usage);
-  } else {
-    StatusOr<Outcome> r = RequestLocked(lease, std::min(lease, usage),
-                                        /*force=*/true, false);
-    if (!r.ok()) return;
-    renewals_.fetch_add(1, std::memory_order_relaxed);
+  if (!room_fresh) {
+    if (lease > usage) {
+      (void)ReturnLocked(usage);
+    } else if (!RenewLocked()) {
+      return;
+    }
   }
   // One enforcement at a time, and Unbind waits for it (the group and its
   // controller must outlive the reclaim); mu_ is released meanwhile, so
@@ -544,24 +552,20 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // the usage: give back what is not in use.
   if (drain_requested_.exchange(false, std::memory_order_relaxed)) {
     const uint64_t in_use = Usage();
-    const uint64_t held = limit_.load(std::memory_order_seq_cst);
-    if (held > in_use && ReturnLocked(in_use)) {
+    if (limit_.load(std::memory_order_seq_cst) > in_use) {
+      if (!ReturnLocked(in_use)) return;  // counted and backed off
       drained_.fetch_add(1, std::memory_order_relaxed);
       // No prefetch for a heartbeat: the room is for the node that asked
       // (a charge of this node that runs short still grows the lease).
       no_prefetch_until_ = now + core_->heartbeat();
-    } else if (held <= in_use) {
-      // Nothing unused to give: renew, so that the room below is fresh.
-      StatusOr<Outcome> r = RequestLocked(held, std::min(held, in_use),
-                                          /*force=*/true, false);
-      if (!r.ok()) return;
-      renewals_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      return;  // the return failed (counted and backed off)
+    } else if (!RenewLocked()) {  // nothing unused: a fresh room all the same
+      return;
     }
     // The reply says whether the cluster is over its max: reclaim now, not
-    // at the next tick.
-    if (room_.load(std::memory_order_relaxed) < 0) EnforceMaxLocked(lock, now);
+    // at the next tick, on that reply's room.
+    if (room_.load(std::memory_order_relaxed) < 0) {
+      EnforceMaxLocked(lock, now, /*room_fresh=*/true);
+    }
     return;
   }
   const uint64_t min_chunk = core_->options().min_chunk.raw();
@@ -602,18 +606,14 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // its max, else what exceeds one chunk once usage is two chunks below
   // the lease (refill_stock draining above the batch, one level up).
   if (room < 0) {
-    EnforceMaxLocked(lock, now);
+    EnforceMaxLocked(lock, now, /*room_fresh=*/false);
     return;
   }
   if (lease > usage + 2 * chunk_) {
     ReturnLocked(usage + chunk_);
     return;
   }
-  if (now >= next_heartbeat_) {
-    StatusOr<Outcome> r = RequestLocked(lease, std::min(lease, usage),
-                                        /*force=*/true, false);
-    if (r.ok()) renewals_.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (now >= next_heartbeat_) (void)RenewLocked();
 }
 
 void ClusterBinding::Impl::RecoverLocked() {

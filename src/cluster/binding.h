@@ -117,8 +117,14 @@ class ClusterBinding::Impl final : public internal::ExternalLimit,
   // heartbeat, and return what was freed; again on the reply's room while
   // the cluster is still over and the reclaim freed something (at most
   // kEnforcePasses passes).
+  // `room_fresh`: the last reply came just now (a drain's return or
+  // renewal), so the first step (return the unused lease, or renew) is
+  // skipped.
   void EnforceMaxLocked(std::unique_lock<std::mutex>& lock,
-                        Clock::time_point now);
+                        Clock::time_point now, bool room_fresh);
+  // REQUIRES: mu_ held. Renews the lease as it is (force: what is in use
+  // counts, past max if need be); true when Redis answered.
+  bool RenewLocked();
   // REQUIRES: mu_ held. The group is missing in Redis: re-create it from
   // config_ (first writer wins), then claim the lease with force.
   void RecoverLocked();
