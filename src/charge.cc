@@ -33,6 +33,7 @@ Group* ControllerImpl::GroupOfCounter(Group* start,
 }
 
 void ControllerImpl::UnchargeCounters(Group* g, uint64_t n) {
+  g->memory_.Settle(-static_cast<int64_t>(n));
   if (!g->memory_.Uncharge(Pages(n))) {
     g->controller_->Report("underflow", g, Pages(n));
   }
@@ -87,6 +88,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
       over = ExternalLimits::Check(g, may_reclaim && tls_charge.in_reclaim == 0,
                                    raised_max, &blocking_asks, &external);
       if (over == nullptr) break;  // done_restock
+      // Given back as a TryCharge that failed would: never settled.
       g->memory_.Uncharge(Pages(batch));
       over_verdict = external;
     } else {
@@ -170,6 +172,7 @@ ChargeResult ControllerImpl::ChargeSlow(Group* g, uint64_t n,
   }
 
   // done_restock:
+  g->memory_.Settle(static_cast<int64_t>(batch));
   if (batch > n) stock.Refill(g, batch - n);
   if (stock.adaptive()) AdaptBatch(g);
   if (Group* over_high = HighCheck(g, batch);
@@ -205,6 +208,7 @@ force:
     RaiseEvent(over, MemoryEvent::kMax);
   }
   g->memory_.Charge(Pages(n));
+  g->memory_.Settle(static_cast<int64_t>(n));
   if (ExternalLimits::Active()) ExternalLimits::NotifyForced(g);
   {
     ChargeResult result;

@@ -10,11 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "external_limit.h"
 #include "test_util.h"
 
 namespace umemcg {
@@ -279,6 +282,95 @@ TEST(OomPolicyTest, DroppedKillWhenMemoryCameBack) {
   t.ctrl->SetOomHandler(nullptr);
   dom.FreeA();
   dom.b->UnchargeDirect(Pages(25));
+}
+
+// A limit whose first refusal waits for the test: the batch the counters
+// accepted stays charged (at the group and every ancestor) until then, as
+// a charge failing at a remote limit holds it.
+class HeldRefusal : public internal::ExternalLimit {
+ public:
+  explicit HeldRefusal(uint64_t admit) : admit_(admit) {}
+  bool Admits(uint64_t usage) override { return usage <= admit_; }
+  internal::ExternalVerdict Grow(uint64_t, bool, bool) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!entered_) {
+      entered_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+    return internal::ExternalVerdict::kRefused;
+  }
+  uint64_t Margin(uint64_t usage) override {
+    return usage < admit_ ? admit_ - usage : 0;
+  }
+  void WaitEntered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return entered_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const uint64_t admit_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool released_ = false;
+};
+
+// A charge in flight when a victim is chosen raises the victim's usage for
+// a moment (here: held by a remote limit's refusal; in general a charge
+// failing at an ancestor). When it is taken back, no memory came back: the
+// victim stays pending and a second OOM does not kill again. Its real
+// freeing still ends the wait.
+TEST(OomPolicyTest, AChargeInFlightAtTheVictimIsNotItsMemoryComingBack) {
+  TestController t({.batch = 1});
+  GroupRef d = t.Make("d");
+  GroupRef t0 = t.Make("d/t0");
+  GroupRef t1 = t.Make("d/t1");
+  ASSERT_TRUE(d->SetMax(Pages(64)).ok());
+  ASSERT_TRUE(t0->TryCharge(Pages(40), ChargeFlags::kNone).ok());
+  ASSERT_TRUE(t1->TryCharge(Pages(20), ChargeFlags::kNone).ok());
+  auto policy = OomPolicy::Create(*t.ctrl, {});
+  std::atomic<int> kills[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(policy
+                    ->SetKillAction(i == 0 ? *t0 : *t1,
+                                    [&, i](Group&) {
+                                      ++kills[i];
+                                      return uint64_t{1};
+                                    })
+                    .ok());
+  }
+  t.ctrl->SetOomHandler(policy->Handler());
+  HeldRefusal limit(40);
+  ASSERT_TRUE(internal::ExternalLimits::Attach(*t0, &limit).ok());
+  // t0's 4 pages are in the counters (d full) until the limit refuses.
+  std::thread in_flight(
+      [&] { EXPECT_FALSE(t0->TryCharge(Pages(4), ChargeFlags::kNone).ok()); });
+  limit.WaitEntered();
+  EXPECT_EQ(t0->usage().raw(), 44u);
+  // d is full: t0 (44 pages) is killed, and does not free at once.
+  EXPECT_FALSE(t1->TryCharge(Pages(1)).ok());
+  EXPECT_EQ(kills[0].load(), 1);
+  limit.Release();
+  in_flight.join();
+  EXPECT_EQ(t0->usage().raw(), 40u);
+  // Over d's max again: t0 is still pending, nothing is killed.
+  EXPECT_FALSE(t1->TryCharge(Pages(5)).ok());
+  EXPECT_EQ(kills[0].load() + kills[1].load(), 1);
+  EXPECT_EQ(policy->stats().blocked_by_pending, 1u);
+  // t0 frees one page: its memory is coming back, the next OOM may kill.
+  t0->UnchargeDirect(Pages(1));
+  EXPECT_FALSE(t1->TryCharge(Pages(6)).ok());
+  EXPECT_EQ(kills[0].load() + kills[1].load(), 2);
+  ASSERT_TRUE(internal::ExternalLimits::Detach(*t0, &limit).ok());
+  t.ctrl->SetOomHandler(nullptr);
+  t0->UnchargeDirect(Pages(39));
+  t1->UnchargeDirect(Pages(20));
 }
 
 // Concurrent chargers over a domain whose victims free their memory

@@ -26,8 +26,10 @@
 // reported), so oom_kill and oom_group_kill count as for any handler.
 //
 // One victim at a time per OOM domain: a victim whose memory has not
-// started coming back (its usage not below what it was at the kill, within
-// `victim_timeout` of the kill) blocks new kills in every domain it is in; the
+// started coming back (less charged to it than at the kill, counting only
+// charges that completed: one that fails at an ancestor raises the
+// victim's usage for a moment and does not count; within `victim_timeout`
+// of the kill) blocks new kills in every domain it is in; the
 // charge then fails (or waits, below) instead of killing a second victim. If
 // enough memory came back before the kill action ran (the margin under the
 // domain's max covers the charge), the kill is dropped and the charge retries.

@@ -74,6 +74,27 @@ class UMEMCG_EXPORT PageCounter {
   // page_counter_cancel().
   bool Cancel(Pages n);
 
+  // ---- The owner's settled charge ----
+
+  // A level's usage also counts charges in flight: a TryCharge that fails
+  // at an ancestor raises every level below that one and then takes it
+  // back, and a charge path may give back a batch the counters accepted
+  // (a remote limit refused it). The group owning this counter records
+  // here what its completed charges less its uncharges add up to, so that
+  // a reader comparing two moments (the OOM policy: did a victim's memory
+  // come back?) sees only memory that was charged or uncharged for real.
+  // It holds no descendant's charge; a descendant's pages uncharged here
+  // (reparented) take it below usage, even below zero: compare readings,
+  // do not read it as a usage. Kernel: none (its OOM killer waits for a
+  // victim task's exit, not for its usage).
+  void Settle(int64_t delta) {
+    // Relaxed: an exact count (RMW) read only for comparisons; nothing
+    // else is published through it. Same cache line as usage_, which
+    // every caller has just written.
+    settled_.fetch_add(delta, std::memory_order_relaxed);
+  }
+  int64_t settled() const { return settled_.load(std::memory_order_relaxed); }
+
   // ---- Limits ----
 
   // Sets max unless usage already exceeds `max` (then kBusy, max unchanged).
@@ -141,6 +162,7 @@ class UMEMCG_EXPORT PageCounter {
   // Line 1, write-hot: every charge and uncharge RMWs `usage_`.
   alignas(64) std::atomic<int64_t> usage_{0};
   std::atomic<uint64_t> failcnt_{0};
+  std::atomic<int64_t> settled_{0};  // Settle (the owner's charge path)
 
   // Line 2: protection bookkeeping and peaks; written on charge only when
   // the value changes (min/low) or a new peak is reached.

@@ -50,11 +50,22 @@ struct OomPolicy::Impl {
 
   mutable std::mutex mu;
   std::unordered_map<uint64_t, Settings> settings;  // by group id
+  // What a victim held just before its kill action ran. `settled`
+  // (PageCounter::settled) is what tells whether its memory came back:
+  // its usage may include a charge in flight, which a failing charge
+  // takes back a moment later without any memory coming back.
+  struct Held {
+    uint64_t usage;
+    int64_t settled;
+  };
+  static Held HeldBy(Group& g) {
+    return {g.usage().raw(), internal::ControllerImpl::Memory(&g).settled()};
+  }
   // The victims whose memory may still be on its way back.
   struct Pending {
     GroupRef group;
     int64_t killed_at_ns;
-    uint64_t usage_at_kill;
+    int64_t settled_at_kill;
   };
   std::vector<Pending> pending;
   Stats stats;
@@ -142,11 +153,11 @@ struct OomPolicy::Impl {
         domain, [](Group&) { return false; }, score_out);
   }
 
-  // Records a victim whose memory is on its way back.
-  void AddPending(const GroupRef& victim, int64_t now, uint64_t usage) {
-    if (usage == 0) return;
+  // Records a victim whose memory is on its way back (none: it held none).
+  void AddPending(const GroupRef& victim, int64_t now, Held held) {
+    if (held.usage == 0) return;
     std::lock_guard<std::mutex> lock(mu);
-    pending.push_back({victim, now, usage});
+    pending.push_back({victim, now, held.settled});
   }
 
   // A previous victim in a domain overlapping `domain` whose memory has
@@ -155,8 +166,11 @@ struct OomPolicy::Impl {
     const int64_t now = clock->Now().count();
     std::lock_guard<std::mutex> lock(mu);
     std::erase_if(pending, [&](const Pending& p) {
-      // Memory on its way back: none returned yet.
-      return !p.group->online() || p.group->usage().raw() < p.usage_at_kill ||
+      // Done: gone, timed out, or its memory started coming back (less
+      // settled than at the kill; see Held).
+      return !p.group->online() ||
+             internal::ControllerImpl::Memory(&*p.group).settled() <
+                 p.settled_at_kill ||
              now - p.killed_at_ns >= options.victim_timeout.count();
     });
     for (const Pending& p : pending) {
@@ -229,13 +243,15 @@ struct OomPolicy::Impl {
     for (const GroupRef& t : targets) {
       const Settings s = Lookup(*t);
       if (!s.action) continue;
-      const uint64_t usage = t->usage().raw();
+      const Held held = HeldBy(*t);
       const uint64_t tasks = s.action(*t);
       if (tasks == 0) continue;
       out.victims.emplace_back(t, tasks);
-      std::lock_guard<std::mutex> lock(mu);
-      ++stats.kills;
-      if (usage != 0) pending.push_back({t, now, usage});
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++stats.kills;
+      }
+      AddPending(t, now, held);
     }
     if (out.victims.empty()) return out;
     out.killed = out.victims.front();

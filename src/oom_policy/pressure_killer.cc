@@ -100,10 +100,10 @@ struct PressureKiller::Impl {
           victim ? policy->Lookup(*victim).action : OomPolicy::KillAction();
       uint64_t tasks = 0;
       uint64_t victim_avg10 = 0;
-      uint64_t usage = 0;
+      OomPolicy::Impl::Held held{};
       if (action) {
         victim_avg10 = OwnAvg10(*victim);
-        usage = victim->usage().raw();
+        held = OomPolicy::Impl::HeldBy(*victim);
         tasks = action(*victim);
       }
       if (tasks == 0) {
@@ -111,7 +111,7 @@ struct PressureKiller::Impl {
         ++stats.no_victim;
         continue;
       }
-      policy->AddPending(victim, now, usage);
+      policy->AddPending(victim, now, held);
       {
         std::lock_guard<std::mutex> lock(mu);
         ++stats.kills;
