@@ -11,6 +11,14 @@
 //   umemcg-alloc-bench time [--seconds S] [--repeats N]
 //   umemcg-alloc-bench rss [--live-mib M]
 //   umemcg-alloc-bench switch [--repeats N]
+//   umemcg-alloc-bench one --variant V [--threads T] [--tenants N]
+//                          [--seconds S]
+//   umemcg-alloc-bench one --variant V --rss [--live-mib M]
+//
+// one: a single measurement for `umemcg-bench alloc`, which runs the
+// variants of both binaries (and the preload) side by side: V is plain,
+// header or arenas; prints "ns_per_pair X", or with --rss one
+// "rss SIZE X" line per block size.
 //
 // time: each variant x threads (1, 2) x tenants (1, 8): every thread keeps
 // a window of 4096 live blocks (sizes 8 B-64 KiB, log-uniform), frees the
@@ -283,6 +291,16 @@ double RssRun(Variant v, size_t size, size_t live_bytes) {
   return ratio;
 }
 
+// plain, header or arenas (arenas only with the component linked).
+std::optional<Variant> VariantNamed(const std::string& name) {
+  if (name == "plain") return Variant::kPlain;
+  if (name == "header") return Variant::kHeader;
+#ifdef ALLOC_BENCH_JEMALLOC
+  if (name == "arenas") return Variant::kArenas;
+#endif
+  return std::nullopt;
+}
+
 std::vector<Variant> Variants() {
 #ifdef ALLOC_BENCH_JEMALLOC
   return {Variant::kPlain, Variant::kHeader, Variant::kArenas};
@@ -298,11 +316,32 @@ int main(int argc, char** argv) {
   double seconds = 0.3;
   int repeats = 5;
   size_t live_mib = 32;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  std::string variant;
+  int threads_one = 1, tenants_one = 1;
+  bool rss_one = false;
+  for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--seconds") seconds = std::atof(argv[i + 1]);
-    if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
-    if (flag == "--live-mib") live_mib = std::strtoul(argv[i + 1], nullptr, 10);
+    if (flag == "--rss") {
+      rss_one = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const char* value = argv[++i];
+    if (flag == "--seconds") seconds = std::atof(value);
+    if (flag == "--repeats") repeats = std::atoi(value);
+    if (flag == "--live-mib") live_mib = std::strtoul(value, nullptr, 10);
+    if (flag == "--variant") variant = value;
+    if (flag == "--threads") threads_one = std::atoi(value);
+    if (flag == "--tenants") tenants_one = std::atoi(value);
+  }
+  std::optional<Variant> one;
+  if (mode == "one") {
+    one = VariantNamed(variant);
+    if (!one || threads_one < 1 || threads_one > 2 || tenants_one < 1 ||
+        tenants_one > 8) {
+      std::fprintf(stderr, "umemcg-alloc-bench one: bad arguments\n");
+      return 2;
+    }
   }
   Env env;
   g_env = &env;
@@ -323,7 +362,14 @@ int main(int argc, char** argv) {
   // with the component linked the upstream is not routed (PlainUpstream),
   // and the arenas variant allocates with plain malloc under the scope.
 
-  if (mode == "time") {
+  if (mode == "one" && rss_one) {
+    for (size_t size = 8; size <= 65536; size *= 2) {
+      std::printf("rss %zu %.4f\n", size, RssRun(*one, size, live_mib << 20));
+    }
+  } else if (mode == "one") {
+    std::printf("ns_per_pair %.3f\n",
+                TimeRun(*one, threads_one, tenants_one, seconds));
+  } else if (mode == "time") {
     std::printf(
         "# ns per malloc+free pair (one thread's time), median "
         "[min..max] of %d, %.2f s each\n",

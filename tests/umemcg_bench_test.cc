@@ -851,6 +851,53 @@ TEST(UmemcgBenchTest, BinaryJsonLines) {
   // unaccounted, immediate, cached, per-thread, per-leaf-quantum
   EXPECT_EQ(lines, 5u);
 }
+
+#ifdef UMEMCG_BENCH_HAVE_ALLOC
+// alloc: every variant's processes ran (1 thread: 2 tenant counts and the
+// RSS row), each with its time or its 14 RSS sizes, and the ratios to the
+// unaccounted allocators; the header mode costs RSS at 16 B, the arenas
+// not (the reasons for the component).
+TEST(UmemcgBenchTest, BinaryAllocEveryVariantSideBySide) {
+  int st = 0;
+  const std::string out = RunBench(
+      "alloc --threads 1 --seconds 0.05 --repeat 1 --extra-rounds 0 --json "
+      "--quiet 2>/dev/null",
+      &st);
+  ASSERT_EQ(st, 0) << out;
+  std::map<std::string, nlohmann::json> rows;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    const size_t nl = out.find('\n', pos);
+    const std::string line = out.substr(pos, nl - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    rows[j["variant"].get<std::string>() + "/" + j["mode"].get<std::string>()] =
+        j;
+  }
+  for (const char* v : {"glibc", "header-glibc", "jemalloc", "jemalloc-routed",
+                        "header-jemalloc", "jemalloc-arenas", "preload"}) {
+    for (const char* m : {"tenants1", "tenants8"}) {
+      const std::string key = std::string(v) + "/" + m;
+      ASSERT_TRUE(rows.count(key)) << key;
+      EXPECT_GT(rows[key]["ns_per_pair"].get<double>(), 0) << key;
+      EXPECT_TRUE(rows[key].contains("vs_jemalloc")) << key;
+      EXPECT_TRUE(rows[key].contains("vs_glibc")) << key;
+    }
+    const std::string rss = std::string(v) + "/rss";
+    ASSERT_TRUE(rows.count(rss)) << rss;
+    for (size_t size = 8; size <= 65536; size *= 2) {
+      EXPECT_GT(rows[rss]["rss_" + std::to_string(size)].get<double>(), 0)
+          << rss << " " << size;
+    }
+  }
+  EXPECT_GT(rows["header-jemalloc/rss"]["rss_16_vs_jemalloc"].get<double>(),
+            1.3);
+  EXPECT_LT(rows["jemalloc-arenas/rss"]["rss_16_vs_jemalloc"].get<double>(),
+            1.1);
+  EXPECT_GT(rows["preload/rss"]["rss_16_vs_glibc"].get<double>(), 1.2);
+}
+#endif
 #endif
 
 }  // namespace

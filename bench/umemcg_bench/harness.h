@@ -82,6 +82,7 @@ struct Params {
   bool pin = true;                   // pin threads to distinct allowed CPUs
   bool progress = false;             // progress lines on stderr
   int processes = 0;                 // cluster: node processes (0 = 2)
+  uint64_t live_mib = 32;            // alloc: live MiB per RSS child
 };
 
 // One measured configuration (medians over the repeats).

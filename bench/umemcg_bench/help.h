@@ -48,6 +48,12 @@ SCENARIOS
   statread      memory.stat read latency under concurrent updates
   scale         fleet tree: create, charge, read and remove 100,000
                 groups (variants small, large)
+  alloc         malloc/free pair time and RSS per live byte: glibc,
+                jemalloc, the component's routing with no group
+                (jemalloc-routed), the header mode over each
+                (header-glibc, header-jemalloc), the per-group jemalloc
+                arenas, the preload; each variant in its own process
+                (umemcg-alloc-bench next to umemcg-bench); not in `all`
   cluster       cluster quota over a local redis-server (lease,
                 per-charge, local, drain; built with libumemcg-cluster)
   cluster-chaos one fault per variant against node processes (flushall,

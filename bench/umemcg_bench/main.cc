@@ -84,6 +84,12 @@ Params ScenarioParams(const Cli& cli, const std::string& scenario, bool all) {
   // cluster-chaos: one run per fault (each lasts seconds: the faults' own
   // timing, not a throughput measurement) unless --repeat says otherwise.
   if (scenario == "cluster-chaos" && cli.repeat <= 0) p.repeat = 1;
+  // alloc: seconds per timed process, MiB per RSS child.
+  if (scenario == "alloc") {
+    if (cli.seconds <= 0) p.seconds = cli.quick ? 0.2 : 0.5;
+    if (cli.repeat <= 0) p.repeat = cli.quick ? 3 : 5;
+    p.live_mib = cli.quick ? 8 : 32;
+  }
   if (scenario == "scale" && !cli.groups_given) {
     p.groups = cli.quick ? 20000 : 100000;
   }
@@ -303,10 +309,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> to_run = {cli.scenario};
   if (all) {
     // Not cluster-chaos: a fault-injection run, not a benchmark of `all`
-    // (ask for it by name).
+    // (ask for it by name); nor alloc: allocators compared, not a seed
+    // experiment, and a minute of child processes.
     to_run.clear();
     for (const std::string& s : umemcg::bench::ScenarioNames()) {
-      if (s != "cluster-chaos") to_run.push_back(s);
+      if (s != "cluster-chaos" && s != "alloc") to_run.push_back(s);
     }
   }
   // The human report goes to stdout, or to stderr under --json.

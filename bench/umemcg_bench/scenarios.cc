@@ -9,7 +9,7 @@ namespace umemcg::bench {
 const std::vector<std::string>& ScenarioNames() {
   static const std::vector<std::string> names = {
       "sendfile",  "multitenant",   "pagefault1", "pagefault2", "pagefault3",
-      "fallocate", "kmem",          "statread",   "scale",
+      "fallocate", "kmem",          "statread",   "scale",      "alloc",
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
       "cluster",   "cluster-chaos",
 #endif
@@ -36,6 +36,10 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
   }
   if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
   if (scenario == "scale") return {"small", "large"};
+  if (scenario == "alloc") {
+    return {"glibc",           "header-glibc",    "jemalloc", "jemalloc-routed",
+            "header-jemalloc", "jemalloc-arenas", "preload"};
+  }
   if (scenario == "cluster") return {"lease", "per-charge", "local", "drain"};
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
   if (scenario == "cluster-chaos") return ChaosFaults();
@@ -71,6 +75,7 @@ StatusOr<std::vector<Result>> RunScenario(const std::string& name,
   if (name == "kmem") return RunKmem(p);
   if (name == "statread") return RunStatread(p);
   if (name == "scale") return RunScale(p);
+  if (name == "alloc") return RunAlloc(p);
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
   if (name == "cluster") return RunCluster(p);
   if (name == "cluster-chaos") return RunClusterChaos(p);

@@ -30,6 +30,10 @@
 //                per-charge, local, and drain (an idle node's unused
 //                lease given back before a refusal; built with
 //                libumemcg-cluster only).
+//   alloc        issue 27: malloc/free pair time and RSS per live byte of
+//                glibc, jemalloc, the header mode over each, the
+//                per-group jemalloc arenas and the preload, each variant
+//                in a process of its own (alloc.cc).
 //   cluster-chaos
 //                issue 31: P node processes under one fault per variant
 //                (FLUSHALL, restarts, SIGSTOP, a Sentinel failover, a node
@@ -57,6 +61,7 @@ StatusOr<std::vector<Result>> RunPagefault(const std::string& scenario,
 StatusOr<std::vector<Result>> RunKmem(const Params& p);
 StatusOr<std::vector<Result>> RunStatread(const Params& p);
 StatusOr<std::vector<Result>> RunScale(const Params& p);
+StatusOr<std::vector<Result>> RunAlloc(const Params& p);
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
 StatusOr<std::vector<Result>> RunCluster(const Params& p);
 // The median of the per-round ratios a[i] / b[i] (round i of both ran side
