@@ -5,9 +5,17 @@
 // struct; the references that keep the named groups alive live in the
 // scopes themselves and, for the default, in a second thread-local with a
 // destructor (released at thread exit).
+//
+// Moves by another thread (cgroup.threads, src/threads/thread_registry.h)
+// arrive as a pending move in the thread's registry slot: every lookup
+// first checks it, one acquire load of the thread's own slot, and only
+// when one is waiting installs it as the default (ApplyPendingMove).
 
 #include "umemcg/active.h"
 
+#include <memory>
+
+#include "threads/thread_registry.h"
 #include "umemcg/check.h"
 
 namespace umemcg {
@@ -26,7 +34,43 @@ struct DefaultRefs {
   GroupRef group;
   ObjCgroupRef objcg;
 };
-thread_local DefaultRefs tls_default_refs;
+
+// The thread's default references and its registration: at thread exit
+// the slot leaves the registry first (no mover reaches it afterwards and
+// cgroup.threads stops listing it), then the references are dropped.
+struct ThreadDefault {
+  DefaultRefs refs;
+  ~ThreadDefault() {
+    delete internal::SelfUnregister();
+    tls_active.default_group = nullptr;
+    tls_active.default_objcg = nullptr;
+  }
+};
+thread_local ThreadDefault tls_default;
+
+// Installs `refs` as the thread's default; the old references are
+// released when `refs` goes out of scope, after nothing names them.
+void InstallDefault(DefaultRefs& refs) {
+  tls_active.default_group = refs.group.get();
+  tls_active.default_objcg = refs.objcg.get();
+  std::swap(tls_default.refs, refs);
+}
+
+// Slow path of every lookup: a move published by another thread.
+[[gnu::noinline]] void ApplyPendingMove() {
+  internal::PendingMove* move = internal::SelfTakePendingMove();
+  if (move == nullptr) return;
+  DefaultRefs refs{std::move(move->group), std::move(move->objcg)};
+  delete move;
+  InstallDefault(refs);
+}
+
+// The hot-path check: one acquire load of the thread's own slot.
+inline void CheckPendingMove() {
+  if (internal::SelfHasPendingMove()) [[unlikely]] {
+    ApplyPendingMove();
+  }
+}
 
 }  // namespace
 
@@ -52,12 +96,14 @@ ActiveGroupScope::~ActiveGroupScope() {
 }
 
 Group* ActiveGroup() {
+  CheckPendingMove();
   const ActiveState& s = tls_active;
   if (s.top != nullptr && s.top->group() != nullptr) return s.top->group();
   return s.default_group;
 }
 
 ObjCgroup* ActiveObjCgroup() {
+  CheckPendingMove();
   const ActiveState& s = tls_active;
   if (s.top != nullptr && s.top->objcg() != nullptr) return s.top->objcg();
   return s.default_objcg;
@@ -69,13 +115,23 @@ void SetThreadDefaultGroup(Group* group) {
     refs.group = GroupRef(group);
     refs.objcg = ObjCgroupFor(*group);
   }
-  tls_active.default_group = refs.group.get();
-  tls_active.default_objcg = refs.objcg.get();
-  // The old references are released when `refs` goes out of scope, after
-  // nothing names them any more.
-  std::swap(tls_default_refs, refs);
+  // Registers the thread (tls_default, touched first, unregisters it at
+  // exit) and drops a move not picked up yet: this call wins.
+  (void)&tls_default;
+  std::unique_ptr<internal::PendingMove> dropped(internal::SelfRegister(group));
+  InstallDefault(refs);
 }
 
-Group* ThreadDefaultGroup() { return tls_active.default_group; }
+Group* ThreadDefaultGroup() {
+  CheckPendingMove();
+  return tls_active.default_group;
+}
+
+void RegisterThread() {
+  (void)&tls_default;
+  if (internal::tls_thread_slot.registered) return;
+  // Registers with the current default as the membership.
+  delete internal::SelfRegister(tls_active.default_group);
+}
 
 }  // namespace umemcg
