@@ -24,8 +24,11 @@ namespace {
 // Trivial, constant-initialized: reading it never runs a TLS constructor.
 struct ActiveState {
   ActiveGroupScope* top = nullptr;     // innermost live scope
-  Group* default_group = nullptr;      // owned by tls_default_refs
+  Group* default_group = nullptr;      // owned by tls_default
   ObjCgroup* default_objcg = nullptr;  // ditto
+  // A move published by another thread (thread_registry.h), or null. Here,
+  // beside the rest, so a lookup computes one thread-local address.
+  internal::PendingMoveSlot pending{nullptr};
 };
 constinit thread_local ActiveState tls_active;
 
@@ -58,16 +61,23 @@ void InstallDefault(DefaultRefs& refs) {
 
 // Slow path of every lookup: a move published by another thread.
 [[gnu::noinline]] void ApplyPendingMove() {
-  internal::PendingMove* move = internal::SelfTakePendingMove();
+  // Acquire: the move's references were written before its release.
+  internal::PendingMove* move =
+      tls_active.pending.exchange(nullptr, std::memory_order_acquire);
   if (move == nullptr) return;
   DefaultRefs refs{std::move(move->group), std::move(move->objcg)};
   delete move;
   InstallDefault(refs);
 }
 
-// The hot-path check: one acquire load of the thread's own slot.
-inline void CheckPendingMove() {
-  if (internal::SelfHasPendingMove()) [[unlikely]] {
+// The hot-path check: one load of the thread's own pending-move word.
+// Acquire: pairs with the mover's release exchange, so the move's
+// references are visible (a plain load on x86).
+inline bool HasPendingMove(const ActiveState& s) {
+  return s.pending.load(std::memory_order_acquire) != nullptr;
+}
+inline void CheckPendingMove(const ActiveState& s) {
+  if (HasPendingMove(s)) [[unlikely]] {
     ApplyPendingMove();
   }
 }
@@ -95,18 +105,46 @@ ActiveGroupScope::~ActiveGroupScope() {
   tls_active.top = prev_;
 }
 
-Group* ActiveGroup() {
-  CheckPendingMove();
-  const ActiveState& s = tls_active;
+namespace {
+
+// The resolution (active.h) of a state with no move waiting.
+inline Group* ResolveGroup(const ActiveState& s) {
   if (s.top != nullptr && s.top->group() != nullptr) return s.top->group();
   return s.default_group;
 }
-
-ObjCgroup* ActiveObjCgroup() {
-  CheckPendingMove();
-  const ActiveState& s = tls_active;
+inline ObjCgroup* ResolveObjCgroup(const ActiveState& s) {
   if (s.top != nullptr && s.top->objcg() != nullptr) return s.top->objcg();
   return s.default_objcg;
+}
+
+// The slow paths: a move waits; install it, then resolve.
+[[gnu::noinline]] Group* ActiveGroupAfterMove() {
+  ApplyPendingMove();
+  return ResolveGroup(tls_active);
+}
+[[gnu::noinline]] ObjCgroup* ActiveObjCgroupAfterMove() {
+  ApplyPendingMove();
+  return ResolveObjCgroup(tls_active);
+}
+
+}  // namespace
+
+// One thread-local address, one load of the pending-move word (see
+// CheckPendingMove), then the resolution as before.
+Group* ActiveGroup() {
+  const ActiveState& s = tls_active;
+  if (HasPendingMove(s)) [[unlikely]] {
+    return ActiveGroupAfterMove();
+  }
+  return ResolveGroup(s);
+}
+
+ObjCgroup* ActiveObjCgroup() {
+  const ActiveState& s = tls_active;
+  if (HasPendingMove(s)) [[unlikely]] {
+    return ActiveObjCgroupAfterMove();
+  }
+  return ResolveObjCgroup(s);
 }
 
 void SetThreadDefaultGroup(Group* group) {
@@ -118,20 +156,21 @@ void SetThreadDefaultGroup(Group* group) {
   // Registers the thread (tls_default, touched first, unregisters it at
   // exit) and drops a move not picked up yet: this call wins.
   (void)&tls_default;
-  std::unique_ptr<internal::PendingMove> dropped(internal::SelfRegister(group));
+  std::unique_ptr<internal::PendingMove> dropped(
+      internal::SelfRegister(&tls_active.pending, group));
   InstallDefault(refs);
 }
 
 Group* ThreadDefaultGroup() {
-  CheckPendingMove();
+  CheckPendingMove(tls_active);
   return tls_active.default_group;
 }
 
 void RegisterThread() {
   (void)&tls_default;
-  if (internal::tls_thread_slot.registered) return;
+  if (internal::SelfRegistered()) return;
   // Registers with the current default as the membership.
-  delete internal::SelfRegister(tls_active.default_group);
+  delete internal::SelfRegister(&tls_active.pending, tls_active.default_group);
 }
 
 }  // namespace umemcg

@@ -18,9 +18,21 @@
 
 namespace umemcg::internal {
 
-constinit thread_local ThreadSlot tls_thread_slot;
-
 namespace {
+
+// The calling thread's registry record. Trivial and constant-initialized:
+// touching it runs no TLS initializer. Its links and fields are guarded by
+// the registry mutex (the thread's own `registered` flag is also read by
+// the thread itself, which is the only writer outside fork).
+struct ThreadSlot {
+  PendingMoveSlot* pending = nullptr;  // in the thread's ActiveState
+  ThreadSlot* prev = nullptr;
+  ThreadSlot* next = nullptr;
+  Group* member = nullptr;  // pinned by the default or the pending move
+  pid_t tid = 0;
+  bool registered = false;
+};
+constinit thread_local ThreadSlot tls_thread_slot;
 
 pid_t GetTid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
@@ -68,7 +80,7 @@ ThreadSlot* FindLocked(Registry& r, pid_t tid) {
 PendingMove* PublishLocked(ThreadSlot* s, PendingMove* move) {
   s->member = move->group.get();
   // Release: the thread's acquire load sees the move's contents.
-  return s->pending.exchange(move, std::memory_order_acq_rel);
+  return s->pending->exchange(move, std::memory_order_acq_rel);
 }
 
 // Fork: the child has the forking thread only, with a new TID.
@@ -102,23 +114,19 @@ void EnsureForkHandler() {
 
 }  // namespace
 
-PendingMove* SelfTakePendingMove() {
-  // Acquire: the move's references were written before its release.
-  return tls_thread_slot.pending.exchange(nullptr, std::memory_order_acquire);
-}
-
-PendingMove* SelfRegister(Group* group) {
+PendingMove* SelfRegister(PendingMoveSlot* pending, Group* group) {
   EnsureForkHandler();
   Registry& r = TheRegistry();
   ThreadSlot& self = tls_thread_slot;
   std::lock_guard<std::mutex> lock(r.mu);
   if (!self.registered) {
     self.tid = GetTid();
+    self.pending = pending;
     Link(r, &self);
   }
   self.member = group;
   // The thread's own choice wins over a move not picked up yet.
-  return self.pending.exchange(nullptr, std::memory_order_acq_rel);
+  return self.pending->exchange(nullptr, std::memory_order_acq_rel);
 }
 
 PendingMove* SelfUnregister() {
@@ -128,8 +136,8 @@ PendingMove* SelfUnregister() {
   if (!self.registered) return nullptr;
   Unlink(r, &self);
   self.member = nullptr;
-  // No mover can reach the slot any more (it is unlinked).
-  return self.pending.exchange(nullptr, std::memory_order_acq_rel);
+  // No mover can reach the word any more (the slot is unlinked).
+  return self.pending->exchange(nullptr, std::memory_order_acq_rel);
 }
 
 Status MoveThread(pid_t tid, Group& group) {
@@ -206,6 +214,8 @@ std::vector<pid_t> ThreadsIn(const Group& group) {
   std::sort(tids.begin(), tids.end());
   return tids;
 }
+
+bool SelfRegistered() { return tls_thread_slot.registered; }
 
 size_t RegisteredThreadCount() {
   Registry& r = TheRegistry();

@@ -16,8 +16,8 @@
 // kernel) and publishes a PendingMove holding the references in the
 // thread's slot. The thread itself installs it as its default group on its
 // next ActiveGroup()/ActiveObjCgroup()/ThreadDefaultGroup() lookup: the hot
-// path pays one acquire load of its own slot (TakePendingMove is the slow
-// path, only when a move is waiting). Allocations already charged stay
+// path pays one acquire load of its own pending-move word (taking the move
+// is the slow path, only when one is waiting). Allocations already charged stay
 // where they were.
 //
 // Fork: the child keeps the forking thread's slot only, under the child's
@@ -47,36 +47,22 @@ struct PendingMove {
   ObjCgroupRef objcg;
 };
 
-// The calling thread's registry slot. Trivial and constant-initialized
-// (constinit): reading it never runs a TLS initializer. Its links and
-// fields other than `pending` are guarded by the registry mutex.
-struct ThreadSlot {
-  // A move published by another thread, or null. Written by movers under
-  // the registry mutex (release), taken by the owning thread (acquire).
-  std::atomic<PendingMove*> pending{nullptr};
-  ThreadSlot* prev = nullptr;
-  ThreadSlot* next = nullptr;
-  Group* member = nullptr;  // pinned by the default or the pending move
-  pid_t tid = 0;
-  bool registered = false;
-};
-extern constinit thread_local ThreadSlot tls_thread_slot;
+// A thread's pending-move word lives in its own hot thread-local state
+// (active.cc's ActiveState, next to the default group, so a lookup
+// computes one thread-local address and loads it): movers exchange a
+// PendingMove in (release, under the registry mutex), the thread exchanges
+// it out (acquire) when its acquire load saw one.
+using PendingMoveSlot = std::atomic<PendingMove*>;
 
-// Whether a move waits for the calling thread: the hot-path check, one
-// load of its own slot. Acquire: pairs with the mover's release exchange,
-// so the PendingMove's references are visible before it is used.
-inline bool SelfHasPendingMove() {
-  return tls_thread_slot.pending.load(std::memory_order_acquire) != nullptr;
-}
-// Takes the calling thread's pending move (null if none); the caller owns
-// it. Slow path (an atomic exchange, no lock).
-PendingMove* SelfTakePendingMove();
-
-// Registers the calling thread (idempotent) and records `group` (may be
-// null: "no default", listed in the root) as its membership, dropping any
-// pending move (the thread's own choice wins). Returns the dropped move for
-// the caller to delete outside its critical sections, or null.
-PendingMove* SelfRegister(Group* group);
+// Registers the calling thread (idempotent), whose pending-move word is
+// `pending` (thread-local, alive until SelfUnregister), and records
+// `group` (may be null: "no default", listed in the root) as its
+// membership, dropping any pending move (the thread's own choice wins).
+// Returns the dropped move for the caller to delete outside its critical
+// sections, or null.
+PendingMove* SelfRegister(PendingMoveSlot* pending, Group* group);
+// Whether the calling thread is registered.
+bool SelfRegistered();
 // Removes the calling thread (at its exit; a no-op when unregistered) and
 // returns its pending move, if any, for the caller to delete.
 PendingMove* SelfUnregister();
