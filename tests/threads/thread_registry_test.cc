@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory_resource>
@@ -275,6 +276,47 @@ TEST(ThreadRegistryTest, UnknownTidAndWholeProcess) {
   w1.Run([] { SetThreadDefaultGroup(nullptr); });
   w2.Run([] { SetThreadDefaultGroup(nullptr); });
   EXPECT_TRUE(ThreadsIn(*a).empty());
+}
+
+// Moves published while the thread charges in a loop (TSan checks the
+// hand-over): every block is charged to one of the two groups, the last
+// move wins, and everything comes back.
+TEST(ThreadRegistryTest, MovesRaceWithTheThreadsCharges) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("b");
+  ObjCgroup* objcg_a = a->GetObjCgroup().get();
+  ObjCgroup* objcg_b = b->GetObjCgroup().get();
+  MemoryResource mr(kChargeActiveGroup, nullptr);
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> stray{0};
+  std::atomic<Group*> last{nullptr};
+  std::thread worker([&] {
+    SetThreadDefaultGroup(b.get());  // the last move is to a
+    tid = Tid();
+    while (!stop.load()) {
+      void* p = mr.allocate(64);
+      ObjCgroup* owner = MemoryResource::OwnerOf(p);
+      if (owner != objcg_a && owner != objcg_b) stray.fetch_add(1);
+      mr.deallocate(p, 64);
+    }
+    last = ActiveGroup();
+    SetThreadDefaultGroup(nullptr);
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  for (int i = 0; i < 2000; ++i) {
+    Group& to = i % 2 == 0 ? *b : *a;
+    ASSERT_TRUE(MoveThread(tid.load(), to).ok());
+    ASSERT_EQ(ThreadsIn(to), std::vector<pid_t>{tid.load()});
+  }
+  stop = true;
+  worker.join();
+  EXPECT_EQ(stray.load(), 0);
+  EXPECT_EQ(last.load(), a.get());  // the last move (i = 1999) was to a
+  t.Drain();
+  EXPECT_EQ(a->usage(), Pages(0));
+  EXPECT_EQ(b->usage(), Pages(0));
 }
 
 TEST(ThreadRegistryTest, ForkChildKeepsOnlyTheForkingThread) {
