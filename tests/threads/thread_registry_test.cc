@@ -201,6 +201,12 @@ TEST(ThreadRegistryTest, ThreadExitRemovesItsSlotAndReleasesItsGroups) {
     ASSERT_TRUE(MoveThread(tid, *b).ok());
   }
   EXPECT_EQ(RegisteredThreadCount(), threads_before);
+  // A thread that only registered leaves at exit too.
+  std::thread([&] {
+    RegisterThread();
+    EXPECT_EQ(RegisteredThreadCount(), threads_before + 1);
+  }).join();
+  EXPECT_EQ(RegisteredThreadCount(), threads_before);
   EXPECT_TRUE(ThreadsIn(*a).empty());
   EXPECT_TRUE(ThreadsIn(*b).empty());
   EXPECT_EQ(MoveThread(tid, *a).code(), StatusCode::kNoSuchProcess);
