@@ -36,6 +36,8 @@ const char* StatusCodeName(StatusCode code) {
       return "NAME_TOO_LONG";
     case StatusCode::kTooBig:
       return "TOO_BIG";
+    case StatusCode::kNoSuchProcess:
+      return "NO_SUCH_PROCESS";
   }
   return "UNKNOWN";
 }
@@ -68,6 +70,8 @@ int ErrnoOf(StatusCode code) {
       return ENAMETOOLONG;
     case StatusCode::kTooBig:
       return E2BIG;
+    case StatusCode::kNoSuchProcess:
+      return ESRCH;
   }
   return EINVAL;
 }

@@ -8,12 +8,16 @@
 #include "umemcg/files.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <latch>
 #include <thread>
 
 #include "test_util.h"
+#include "umemcg/active.h"
 
 namespace umemcg {
 namespace {
@@ -35,12 +39,13 @@ std::string Read(Group& g, std::string_view file) {
 TEST(FilesTest, RootHasOnlyTheRootFiles) {
   TestController t;
   GroupRef g = t.Make("g");
-  EXPECT_EQ(t.ctrl->root().ListFiles(),
-            (std::vector<std::string>{
-                "cgroup.controllers", "cgroup.subtree_control", "cgroup.stat",
-                "memory.stat", "memory.reclaim", "memory.stock",
-                "memory.stat_error", "memory.pressure"}));
-  EXPECT_EQ(g->ListFiles().size(), 18u);
+  EXPECT_EQ(
+      t.ctrl->root().ListFiles(),
+      (std::vector<std::string>{"cgroup.controllers", "cgroup.subtree_control",
+                                "cgroup.stat", "cgroup.procs", "cgroup.threads",
+                                "memory.stat", "memory.reclaim", "memory.stock",
+                                "memory.stat_error", "memory.pressure"}));
+  EXPECT_EQ(g->ListFiles().size(), 20u);
   // cgroup.events is not on the root (CFTYPE_NOT_ON_ROOT).
   EXPECT_EQ(ErrnoOf(t.ctrl->root().ReadFile("cgroup.events").status().code()),
             ENOENT);
@@ -57,7 +62,7 @@ TEST(FilesTest, RootHasOnlyTheRootFiles) {
   EXPECT_EQ(
       Read(t.ctrl->root(), "memory.stat_error").rfind("pending_updates 0\n", 0),
       0u);
-  EXPECT_EQ(ErrnoOf(g->ReadFile("cgroup.procs").status().code()), ENOENT);
+  EXPECT_EQ(ErrnoOf(g->ReadFile("cgroup.type").status().code()), ENOENT);
 }
 
 TEST(FilesTest, DefaultsOnANewGroup) {
@@ -669,6 +674,118 @@ TEST(FilesTest, CgroupEventsPopulatedFollowsUsage) {
   EXPECT_EQ(Read(*c, "cgroup.events"), "populated 0\nfrozen 0\n");
   EXPECT_EQ(Read(*p, "cgroup.events"), "populated 0\nfrozen 0\n");
   EXPECT_EQ(ErrnoOfWrite(*p, "cgroup.events", "0"), EACCES);
+}
+
+// cgroup.threads / cgroup.procs (kernel cgroup_threads_show /
+// cgroup_procs_show / cgroup_procs_write_start): the known threads of this
+// process by TID, the process once by PID; writes move threads.
+TEST(FilesTest, CgroupThreadsAndProcsListAndMove) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("b");
+  std::latch registered(1);
+  std::latch release(1);
+  std::atomic<pid_t> tid{0};
+  std::atomic<Group*> seen{nullptr};
+  std::thread worker([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    SetThreadDefaultGroup(a.get());
+    registered.count_down();
+    release.wait();
+    seen = ActiveGroup();
+    SetThreadDefaultGroup(nullptr);
+  });
+  registered.wait();
+  const std::string tid_line = std::to_string(tid.load()) + "\n";
+  const std::string pid_line = std::to_string(::getpid()) + "\n";
+  EXPECT_EQ(Read(*a, "cgroup.threads"), tid_line);
+  EXPECT_EQ(Read(*a, "cgroup.procs"), pid_line);
+  EXPECT_EQ(Read(*b, "cgroup.threads"), "");
+  EXPECT_EQ(Read(*b, "cgroup.procs"), "");
+  // Kernel strstrip + kstrtoint(, 0): whitespace around, C radix.
+  EXPECT_EQ(ErrnoOfWrite(*b, "cgroup.threads", " " + tid_line), 0);
+  EXPECT_EQ(Read(*a, "cgroup.threads"), "");
+  EXPECT_EQ(Read(*b, "cgroup.threads"), tid_line);
+  EXPECT_EQ(Read(*b, "cgroup.procs"), pid_line);
+  release.count_down();
+  worker.join();
+  EXPECT_EQ(seen.load(), b.get());
+  // Exited: no longer listed, no longer movable.
+  EXPECT_EQ(Read(*b, "cgroup.threads"), "");
+  EXPECT_EQ(ErrnoOfWrite(*a, "cgroup.threads", tid_line), ESRCH);
+}
+
+TEST(FilesTest, CgroupProcsMovesEveryKnownThreadAndZeroIsTheWriter) {
+  TestController t;
+  GroupRef a = t.Make("a");
+  GroupRef b = t.Make("b");
+  const pid_t me = static_cast<pid_t>(::syscall(SYS_gettid));
+  // "0" is the writer (kernel: current); it becomes known.
+  EXPECT_EQ(ErrnoOfWrite(*a, "cgroup.threads", "0"), 0);
+  EXPECT_EQ(ActiveGroup(), a.get());
+  EXPECT_EQ(Read(*a, "cgroup.threads"), std::to_string(me) + "\n");
+  std::latch registered(1);
+  std::latch release(1);
+  std::atomic<Group*> seen{nullptr};
+  std::thread worker([&] {
+    RegisterThread();
+    registered.count_down();
+    release.wait();
+    seen = ActiveGroup();
+    SetThreadDefaultGroup(nullptr);
+  });
+  registered.wait();
+  // The PID moves every known thread of the process.
+  EXPECT_EQ(ErrnoOfWrite(*b, "cgroup.procs", std::to_string(::getpid())), 0);
+  EXPECT_EQ(Read(*a, "cgroup.procs"), "");
+  EXPECT_EQ(Read(*b, "cgroup.procs"), std::to_string(::getpid()) + "\n");
+  EXPECT_EQ(ActiveGroup(), b.get());
+  // A known TID names its process too (kernel: tsk->group_leader).
+  EXPECT_EQ(ErrnoOfWrite(*a, "cgroup.procs", std::to_string(me)), 0);
+  EXPECT_EQ(ActiveGroup(), a.get());
+  release.count_down();
+  worker.join();
+  EXPECT_EQ(seen.load(), a.get());
+  // The root lists what is known and has no default.
+  SetThreadDefaultGroup(nullptr);
+  const std::string root = Read(t.ctrl->root(), "cgroup.threads");
+  EXPECT_NE(root.find(std::to_string(me) + "\n"), std::string::npos);
+  EXPECT_EQ(Read(t.ctrl->root(), "cgroup.procs"),
+            std::to_string(::getpid()) + "\n");
+  EXPECT_EQ(ErrnoOfWrite(t.ctrl->root(), "cgroup.threads", "0"), 0);
+  EXPECT_EQ(ActiveGroup(), &t.ctrl->root());
+  SetThreadDefaultGroup(nullptr);
+}
+
+TEST(FilesTest, CgroupThreadsAndProcsErrnoLikeTheKernel) {
+  TestController t;
+  GroupRef g = t.Make("g");
+  const struct {
+    const char* text;
+    int err;
+  } cases[] = {
+      {"abc", EINVAL},
+      {"-1", EINVAL},
+      {"1x", EINVAL},
+      {"1 2", EINVAL},
+      {"", 0},
+      {" ", EINVAL},
+      {"2147483648", EINVAL},  // kstrtoint's ERANGE is EINVAL here
+      {"0x", EINVAL},
+      {"+", EINVAL},
+      {"1", ESRCH},           // init: another process
+      {"2147483647", ESRCH},  // no such task
+  };
+  for (const char* file : {"cgroup.threads", "cgroup.procs"}) {
+    for (const auto& c : cases) {
+      EXPECT_EQ(ErrnoOfWrite(*g, file, c.text), c.err)
+          << file << " '" << c.text << "'";
+    }
+  }
+  EXPECT_EQ(Read(*g, "cgroup.threads"), "");
+  ASSERT_TRUE(t.ctrl->RemoveGroup(*g).ok());
+  EXPECT_EQ(ErrnoOfWrite(*g, "cgroup.threads", "0"), ENODEV);
+  EXPECT_EQ(ErrnoOf(g->ReadFile("cgroup.procs").status().code()), ENODEV);
 }
 
 }  // namespace

@@ -12,8 +12,9 @@
 //
 // Resolution, innermost first: the innermost live ActiveGroupScope of this
 // thread that names a group; else the thread's default group
-// (SetThreadDefaultGroup); else none (ActiveGroup() is null and users of it
-// charge nothing or their own fallback).
+// (SetThreadDefaultGroup, or a move by another thread: see Moves); else
+// none (ActiveGroup() is null and users of it charge nothing or their own
+// fallback).
 //
 // A scope or default names a Group but records that group's objcg: what
 // allocations made under it are charged to, and what blocks keep as their
@@ -28,11 +29,25 @@
 // set one before destroying the controller; otherwise the thread's exit
 // (or the controller's destructor precondition) finds a reference left.
 //
-// Thread safety: all state here is per thread. A scope must be destroyed on
-// the thread that created it, in reverse order of creation (it is an RAII
-// object on the stack; never heap-allocate or move one). ActiveGroup() and
-// ActiveObjCgroup() are one thread-local load and never allocate; the
-// constructors take the controller's tree lock shared once (GetObjCgroup).
+// Moves (cgroup.threads / cgroup.procs, files.h): a thread that set a
+// default or called RegisterThread is known by its kernel TID (gettid)
+// until it exits. Another thread may then change its default group by
+// writing the TID to a group's cgroup.threads (or the PID to cgroup.procs,
+// for every known thread); the thread picks the new default up at its
+// next ActiveGroup() / ActiveObjCgroup() / ThreadDefaultGroup(). What it
+// charged before stays charged where it was, and a live scope still wins
+// over the default, as in the kernel (set_active_memcg over the task's
+// cgroup). A thread's own SetThreadDefaultGroup wins over a move it has
+// not picked up yet.
+//
+// Thread safety: all state here is per thread, except moves (above). A scope
+// must be destroyed on the thread that created it, in reverse order of creation
+// (it is an RAII object on the stack; never heap-allocate or move one).
+// ActiveGroup() and ActiveObjCgroup() are thread-local loads (the scope or
+// default, and one acquire load of the thread's own pending-move slot) and
+// never allocate, except when a move is waiting (installing it releases the old
+// default's references and frees the move record); the constructors take the
+// controller's tree lock shared once (GetObjCgroup).
 
 #ifndef UMEMCG_ACTIVE_H_
 #define UMEMCG_ACTIVE_H_
@@ -83,6 +98,11 @@ UMEMCG_EXPORT ObjCgroup* ActiveObjCgroup();
 UMEMCG_EXPORT void SetThreadDefaultGroup(Group* group);
 // The calling thread's default group, or null.
 UMEMCG_EXPORT Group* ThreadDefaultGroup();
+// Makes the calling thread known by its TID to cgroup.threads and
+// cgroup.procs without setting a default (SetThreadDefaultGroup does it
+// too); idempotent. It stays known until it exits. A thread without a
+// default is listed in the root's cgroup.threads.
+UMEMCG_EXPORT void RegisterThread();
 
 }  // namespace umemcg
 

@@ -21,6 +21,18 @@
 //   cgroup.stat          R  root  "nr_descendants N\n
 //                              nr_dying_descendants N\n": online and
 //                              removed-but-not-freed descendants
+//   cgroup.procs         RW root  the PID of this process once if any
+//                              known thread of it is in the group; a write
+//                              of the PID (or of any known TID of it, or
+//                              0, which makes the writer known first)
+//                              moves every known thread here
+//   cgroup.threads       RW root  the TIDs of the known threads in the
+//                              group, one a line, ascending; a write of a
+//                              TID moves that thread here (0: the writer)
+//                              (see "Moves" in active.h: known threads are
+//                              those that set a default group or called
+//                              RegisterThread; their future charges move,
+//                              what they charged stays)
 //   memory.current       R     usage in bytes
 //   memory.min/low       RW    protection: bytes or "max"
 //   memory.high/max      RW    limits: bytes or "max"
@@ -51,7 +63,10 @@
 // kNotFound (ENOENT), a removed group kFailedPrecondition (ENODEV),
 // memory.reclaim short of its target kAgain (EAGAIN), an integer out of
 // range kOutOfRange (ERANGE), "-memory" in cgroup.subtree_control kBusy
-// (EBUSY). There are no signals here, so no EINTR.
+// (EBUSY), a TID / PID written to cgroup.threads / cgroup.procs that names
+// no known thread of this process kNoSuchProcess (ESRCH; a negative or
+// non-integer one, or one out of int range, is EINVAL, as the kernel's
+// cgroup_procs_write_start says). There are no signals here, so no EINTR.
 //
 // Writes (kernfs): one Write is one write(2). A write of zero bytes does
 // nothing; otherwise the value is what precedes the first NUL, as the

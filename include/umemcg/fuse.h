@@ -13,7 +13,11 @@
 // What it looks like:
 //   directories  groups (the mount's root is the controller's root group);
 //                mkdir creates a group, rmdir removes one (EBUSY while it
-//                has child groups, as in cgroupfs)
+//                has child groups or known threads in cgroup.threads, as
+//                in cgroupfs)
+//   threads      `echo TID > tenant-a/cgroup.threads` moves a thread of
+//                this process that umemcg knows (active.h, "Moves") to
+//                tenant-a: its future charges go there
 //   files        the group's memory files (Group::ListFiles), modes as in
 //                cgroupfs: 0444 read-only, 0644 read-write, 0200
 //                write-only (memory.reclaim); size 0, read whole at each

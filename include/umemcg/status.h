@@ -9,7 +9,9 @@
 // kNotFound -> ENOENT, kAlreadyExists -> EEXIST, kFailedPrecondition ->
 // ENODEV, kResourceExhausted -> ENOMEM, kAgain -> EAGAIN, kPermissionDenied
 // -> EACCES, kOutOfRange -> ERANGE, kNameTooLong -> ENAMETOOLONG (a group
-// name over 255 bytes), kTooBig -> E2BIG (a file write over 4096 bytes);
+// name over 255 bytes), kTooBig -> E2BIG (a file write over 4096 bytes),
+// kNoSuchProcess -> ESRCH (a TID or PID written to cgroup.threads /
+// cgroup.procs that names no registered thread of this process);
 // the operator interfaces add kAddressInUse -> EADDRINUSE (a metrics port
 // another socket holds).
 //
@@ -48,6 +50,7 @@ enum class StatusCode : uint8_t {
   kAddressInUse = 10,
   kNameTooLong = 11,
   kTooBig = 12,
+  kNoSuchProcess = 13,
 };
 
 // "OK", "INVALID_ARGUMENT", ...; never null.

@@ -562,6 +562,8 @@ extern "C" const char* umemcg_strerror(int err) {
       return "group name longer than 255 bytes";
     case E2BIG:
       return "write longer than 4096 bytes";
+    case ESRCH:
+      return "no such registered thread or process";
     case EBUSY:
       return "group has children (or the memory controller is in use)";
     case ENODEV:

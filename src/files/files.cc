@@ -8,6 +8,8 @@
 
 #include "umemcg/files.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -18,6 +20,8 @@
 #include "external_limit.h"
 #include "files/parse.h"
 #include "psi/psi.h"
+#include "threads/thread_registry.h"
+#include "umemcg/active.h"
 #include "umemcg/controller.h"
 #include "umemcg/heap_profile.h"
 #include "umemcg/pressure.h"
@@ -139,6 +143,54 @@ Status WriteSubtreeControl(Group& g, std::string_view text) {
   return g.SetSubtreeMemory(!disable);
 }
 
+// cgroup.threads / cgroup.procs reads (kernel: cgroup_threads_show /
+// cgroup_procs_show): one ID a line, the known threads of this process
+// whose group this is; cgroup.procs names the process once if any is.
+std::string ThreadsText(const Group& g, bool procs) {
+  const std::vector<pid_t> tids = internal::ThreadsIn(g);
+  if (procs) {
+    return tids.empty() ? std::string() : std::to_string(::getpid()) + "\n";
+  }
+  std::string out;
+  for (pid_t tid : tids) out += std::to_string(tid) + "\n";
+  return out;
+}
+
+// cgroup.threads / cgroup.procs writes (kernel: cgroup_procs_write_start):
+// kstrtoint(strstrip(buf), 0) failing, or a negative ID, is EINVAL (an
+// integer out of range too: the kernel maps every kstrtoint error to
+// EINVAL); 0 names the writer (the calling thread, which becomes known). Then,
+// where the kernel looks the ID up among all tasks (find_task_by_vpid, ESRCH
+// when absent), it is looked up among the known threads of this process: ESRCH
+// for any other ID, another process's included (this process cannot move it).
+// cgroup.procs moves the whole process (kernel: tsk->group_leader), so it
+// takes the PID or any known TID of this process.
+Status WriteThreads(Group& g, std::string_view text, bool procs) {
+  StatusOr<int> id = ParseInt(text);
+  if (!id.ok() || id.value() < 0) {
+    return Invalid(procs ? "cgroup.procs: expected a PID"
+                         : "cgroup.threads: expected a TID");
+  }
+  const pid_t pid = id.value();
+  if (procs) {
+    if (pid != 0 && pid != ::getpid() && !internal::IsRegisteredThread(pid)) {
+      return Status(StatusCode::kNoSuchProcess,
+                    "cgroup.procs: not this process: " + std::to_string(pid));
+    }
+    if (!g.online()) {
+      return Status(StatusCode::kFailedPrecondition, "group was removed");
+    }
+    if (pid == 0) RegisterThread();  // the writer names itself: known now
+    return internal::MoveProcess(g);
+  }
+  if (pid == 0) {
+    // The writer itself: it becomes known if it was not.
+    SetThreadDefaultGroup(&g);
+    return Status::Ok();
+  }
+  return internal::MoveThread(pid, g);
+}
+
 bool IsMemoryFile(std::string_view name) {
   return name.substr(0, 7) == "memory.";
 }
@@ -202,6 +254,8 @@ constexpr MemoryFile::Spec kFiles[] = {
     {"cgroup.subtree_control", true, true, true},
     {"cgroup.events", false, true, false},
     {"cgroup.stat", true, true, false},
+    {"cgroup.procs", true, true, true},
+    {"cgroup.threads", true, true, true},
     {"memory.current", false, true, false},
     {"memory.min", false, true, true},
     {"memory.low", false, true, true},
@@ -349,6 +403,8 @@ StatusOr<std::string> MemoryFile::Read() {
   }
   if (n == "cgroup.events") return CgroupEventsText(g);
   if (n == "cgroup.stat") return CgroupStatText(g);
+  if (n == "cgroup.procs") return ThreadsText(g, /*procs=*/true);
+  if (n == "cgroup.threads") return ThreadsText(g, /*procs=*/false);
   if (n == "memory.current") return BytesLine(m.usage());
   if (n == "memory.min") return FormatMemoryLimit(m.min());
   if (n == "memory.low") return FormatMemoryLimit(m.low());
@@ -410,6 +466,8 @@ Status MemoryFile::Write(std::string_view text, WriteMode mode) {
                                                mode == WriteMode::kBlocking);
   }
   if (n == "cgroup.subtree_control") return WriteSubtreeControl(g, text);
+  if (n == "cgroup.procs") return WriteThreads(g, text, /*procs=*/true);
+  if (n == "cgroup.threads") return WriteThreads(g, text, /*procs=*/false);
   if (n == "memory.max") return WriteLimit(g, text, mode, &Group::SetMax);
   if (n == "memory.high") return WriteLimit(g, text, mode, &Group::SetHigh);
   if (n == "memory.min" || n == "memory.low") {

@@ -266,6 +266,11 @@ int RmDir(const char* path) {
   Node node;
   if (const int err = Resolve(path, &node); err != 0) return err;
   if (node.file) return -ENOTDIR;
+  // cgroupfs refuses to remove a cgroup with tasks (EBUSY): here, one with
+  // known threads (cgroup.threads). Not atomic with the removal: a thread
+  // moved in between keeps charging the parent, as after Group removal.
+  StatusOr<std::string> threads = node.group->ReadFile("cgroup.threads");
+  if (threads.ok() && !threads.value().empty()) return -EBUSY;
   const Status s = Fs().controller().RemoveGroup(*node.group);
   return s.ok() ? 0 : Errno(s);
 }

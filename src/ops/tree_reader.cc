@@ -54,6 +54,9 @@ Status FromErrno(int err, std::string_view what) {
     case E2BIG:
       code = StatusCode::kTooBig;
       break;
+    case ESRCH:
+      code = StatusCode::kNoSuchProcess;
+      break;
     case ENOMEM:
       code = StatusCode::kResourceExhausted;
       break;

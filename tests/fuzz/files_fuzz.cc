@@ -18,6 +18,10 @@
 //   % 8 bytes of input, or 256 bytes when the byte is 255, which must be
 //   refused with ENAMETOOLONG); a name with '\n' must be refused with
 //   EINVAL. tests/fuzz/dict/files.dict holds the names and values.
+// cgroup.threads / cgroup.procs: the fuzzer's thread is the only thread
+// there is; a write that succeeds must have made the group its default,
+// one that fails must have left its default alone, and the default is
+// cleared after each input (it holds the group).
 
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "umemcg/active.h"
 #include "umemcg/umemcg.h"
 
 namespace {
@@ -62,6 +67,7 @@ const char* const kNames[] = {
     "memory.oom.group",  "memory.reclaim",      "memory.stock",
     "memory.stat_error", "cgroup.controllers",  "cgroup.subtree_control",
     "cgroup.events",     "cgroup.stat",         "memory.pressure",
+    "cgroup.procs",      "cgroup.threads",
 };
 constexpr size_t kNumNames = sizeof(kNames) / sizeof(kNames[0]);
 
@@ -88,6 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   std::vector<Live> groups;
   groups.push_back({GroupRef(&ctrl->root()), 0});
+  // Known to cgroup.threads / cgroup.procs from the start, so that a write
+  // of this process's PID moves it whatever the inputs before.
+  umemcg::RegisterThread();
   Input in(data, size);
   int steps = 0;
   while (!in.empty() && ++steps <= 64) {
@@ -116,10 +125,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  " " + s.ToString());
           }
         } else if (op == 0) {
-          (void)g.WriteFile(name, text);
+          const bool moves = name == "cgroup.threads" || name == "cgroup.procs";
+          Group* before = umemcg::ThreadDefaultGroup();
+          const umemcg::Status s = g.WriteFile(name, text);
+          const bool empty = text.substr(0, text.find('\0')).empty();
+          if (moves && s.ok() && !empty && umemcg::ThreadDefaultGroup() != &g) {
+            Fail("a write to " + name + " did not move the thread");
+          }
+          if (moves && !s.ok() && umemcg::ThreadDefaultGroup() != before) {
+            Fail("a refused write to " + name + " moved the thread");
+          }
         } else {
           umemcg::StatusOr<std::string> r = g.ReadFile(name);
-          if (r.ok() && (r.value().empty() || r.value().back() != '\n')) {
+          // The task lists are empty with no task (as in the kernel).
+          const bool list = name == "cgroup.threads" || name == "cgroup.procs";
+          if (r.ok() && !(list && r.value().empty()) &&
+              (r.value().empty() || r.value().back() != '\n')) {
             Fail("file text must end with a newline: " + name);
           }
           // Limits read back must parse to the same value.
@@ -192,6 +213,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (ctrl->underflows() != 0) Fail("underflow");
   }
+  // The thread's default holds a group of this controller.
+  umemcg::SetThreadDefaultGroup(nullptr);
   // Everything charged must come back.
   for (Live& l : groups) l.group->Uncharge(Pages(l.charged));
   ctrl->DrainAllStocks(ctrl->root());

@@ -16,11 +16,15 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "ops/fuse_fs.h"
 #include "ops_test_util.h"
+#include "umemcg/active.h"
+#include "umemcg/memory_resource.h"
 #include "umemcg/metrics.h"
 #include "umemcg/umemcg.h"
 
@@ -136,8 +140,9 @@ TEST_F(FuseMountTest, ListsGroupsAndFilesWithCgroupfsModes) {
   c = Sh("ls");
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(c.out,
-            "a\ncgroup.controllers\ncgroup.stat\ncgroup.subtree_control\n"
-            "memory.pressure\nmemory.reclaim\nmemory.stat\n"
+            "a\ncgroup.controllers\ncgroup.procs\ncgroup.stat\n"
+            "cgroup.subtree_control\ncgroup.threads\nmemory.pressure\nmemory."
+            "reclaim\nmemory.stat\n"
             "memory.stat_error\nmemory.stock\n");
   c = Sh("ls -l a | grep -c '^-'");
   EXPECT_EQ(c.out, std::to_string(a_->ListFiles().size()) + "\n");
@@ -329,6 +334,105 @@ TEST_F(FuseMountTest, CgroupCoreFiles) {
   c = Sh("echo +cpu > a/cgroup.subtree_control");
   EXPECT_NE(c.out.find("Invalid argument"), std::string::npos) << c.out;
   EXPECT_NE(Sh("test -e cgroup.events").status, 0);  // not on the root
+}
+
+// Issue 27: an operator splits a thread-per-tenant server with
+// `echo TID > tenantA/cgroup.threads`. The thread allocates in a loop
+// through the active-group resource; after the shell's write returns, its
+// charges land in tenantA, and what it charged before stays in tenantB.
+TEST_F(FuseMountTest, EchoTidToCgroupThreadsMovesTheThreadsFutureCharges) {
+  GroupRef tenant_a = ctrl_->CreateGroup(ctrl_->root(), "tenantA").value();
+  GroupRef tenant_b = ctrl_->CreateGroup(ctrl_->root(), "tenantB").value();
+  MemoryResource mr(kChargeActiveGroup, nullptr);
+  constexpr size_t kBlock = kPageSize;
+  constexpr size_t kMaxBlocks = 20000;
+  std::vector<void*> blocks(kMaxBlocks, nullptr);
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> allocated{0};
+  std::thread worker([&] {
+    SetThreadDefaultGroup(tenant_b.get());
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    for (size_t i = 0; i < kMaxBlocks && !stop.load(); ++i) {
+      blocks[i] = mr.allocate(kBlock);
+      allocated.store(i + 1, std::memory_order_release);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    SetThreadDefaultGroup(nullptr);
+  });
+  auto wait_for = [&](size_t n) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (allocated.load(std::memory_order_acquire) < n &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return allocated.load(std::memory_order_acquire) >= n;
+  };
+  ASSERT_TRUE(wait_for(20));
+  const size_t before_echo = allocated.load(std::memory_order_acquire);
+  Cmd c =
+      Sh("echo " + std::to_string(tid.load()) + " > tenantA/cgroup.threads");
+  const size_t at_echo = allocated.load(std::memory_order_acquire);
+  EXPECT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(Sh("cat tenantA/cgroup.threads").out,
+            std::to_string(tid.load()) + "\n");
+  EXPECT_EQ(Sh("cat tenantB/cgroup.threads").out, "");
+  EXPECT_EQ(Sh("cat tenantA/cgroup.procs").out,
+            std::to_string(::getpid()) + "\n");
+  // cgroupfs: a cgroup with tasks cannot be removed.
+  c = Sh("rmdir tenantA");
+  EXPECT_NE(c.out.find("Device or resource busy"), std::string::npos) << c.out;
+  const bool went_on = wait_for(at_echo + 20);
+  stop = true;
+  worker.join();
+  ASSERT_TRUE(went_on);
+  const size_t total = allocated.load();
+  ObjCgroup* objcg_a = tenant_a->GetObjCgroup().get();
+  ObjCgroup* objcg_b = tenant_b->GetObjCgroup().get();
+  size_t in_a = 0, in_b = 0;
+  uint64_t bytes_a = 0, bytes_b = 0;  // charged, headers included
+  for (size_t i = 0; i < total; ++i) {
+    ObjCgroup* owner = MemoryResource::OwnerOf(blocks[i]);
+    const uint64_t charged = MemoryResource::ChargedSizeOf(blocks[i]);
+    if (owner == objcg_a) {
+      ++in_a;
+      bytes_a += charged;
+    } else if (owner == objcg_b) {
+      ++in_b;
+      bytes_b += charged;
+    }
+    // Before the write: tenantB; after it returned (and the charge in
+    // flight then): tenantA.
+    if (i < before_echo) {
+      EXPECT_EQ(owner, objcg_b) << i;
+    }
+    if (i > at_echo) {
+      EXPECT_EQ(owner, objcg_a) << i;
+    }
+  }
+  EXPECT_EQ(in_a + in_b, total);
+  EXPECT_GE(in_a, 19u);
+  EXPECT_GE(in_b, before_echo);
+  ctrl_->DrainAllStocks(ctrl_->root());
+  // Byte charges are held in whole pages: each group's usage is its
+  // blocks' bytes rounded up.
+  auto pages_of = [](uint64_t bytes) {
+    return (bytes + kPageSize - 1) / kPageSize * kPageSize;
+  };
+  EXPECT_EQ(Sh("cat tenantA/memory.current").out,
+            std::to_string(pages_of(bytes_a)) + "\n");
+  EXPECT_EQ(Sh("cat tenantB/memory.current").out,
+            std::to_string(pages_of(bytes_b)) + "\n");
+  // The thread exited: it is gone from the file, and TIDs it no longer
+  // has are ESRCH.
+  EXPECT_EQ(Sh("cat tenantA/cgroup.threads").out, "");
+  c = Sh("echo " + std::to_string(tid.load()) + " > tenantB/cgroup.threads");
+  EXPECT_NE(c.out.find("No such process"), std::string::npos) << c.out;
+  for (size_t i = 0; i < total; ++i) mr.deallocate(blocks[i], kBlock);
+  ctrl_->DrainAllStocks(ctrl_->root());
+  EXPECT_EQ(tenant_a->usage(), Pages(0));
+  EXPECT_EQ(tenant_b->usage(), Pages(0));
 }
 
 TEST_F(FuseMountTest, MemoryPeakResetsPerOpenFile) {
