@@ -42,6 +42,23 @@
 #include "umemcg/obj_cgroup.h"
 #include "umemcg/pressure.h"
 
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+// Compiled into libumemcg-preload.so for its jemalloc mode
+// (docs/preload.md): jemalloc is not a dependency of the preload (no
+// DT_NEEDED), its functions are weak references, bound when the program
+// preloads libjemalloc.so.2 behind the preload and null otherwise (the
+// preload then never enables this heap). The group is the preload's
+// (its thread's group or "process"), and the heap's internal work runs
+// inside the preload's guard too, so the mappings the hooks make are not
+// charged again by the preload's mmap hooks.
+#pragma weak mallocx
+#pragma weak dallocx
+#pragma weak mallctl
+#pragma weak mallctlbymib
+#pragma weak mallctlnametomib
+#include "preload/preload_internal.h"
+#endif
+
 namespace umemcg::jemalloc {
 namespace {
 
@@ -81,8 +98,19 @@ struct ThreadState {
 constinit thread_local ThreadState tls{};
 
 struct InternalScope {
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  InternalScope() {
+    ++tls.internal;
+    ++preload::tls_state.in_hook;
+  }
+  ~InternalScope() {
+    --preload::tls_state.in_hook;
+    --tls.internal;
+  }
+#else
   InternalScope() { ++tls.internal; }
   ~InternalScope() { --tls.internal; }
+#endif
 };
 
 // ---- Arenas ----
@@ -116,7 +144,14 @@ struct ArenaState {
   } reclaimer;
   GroupRef reclaimer_group;  // where `reclaimer` is registered
 };
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+// Mapped by Enable: the preload is loaded into every process, and a static
+// array would run 4096 constructors (and touch ~100 pages) at each start.
+// Nothing reads it before Enable (no chunk carries a tag before then).
+ArenaState* g_arenas = nullptr;
+#else
 ArenaState g_arenas[kMaxArenas];
+#endif
 
 // ---- The chunk table ----
 
@@ -719,7 +754,13 @@ namespace internal {
 
 int AllocFlags() {
   if (tls.internal > 0) return 0;
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  // The preload's owner: the thread's group, else "process"; null before
+  // the runtime is up and inside umemcg (automatic arenas, uncharged).
+  ObjCgroup* oc = preload::CurrentOwner();
+#else
   ObjCgroup* oc = ActiveObjCgroup();
+#endif
   if (oc == nullptr) return 0;
   // Acquire: pairs with the removal's release bump (see RemovalObserver).
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
@@ -767,6 +808,8 @@ unsigned ArenaOf(const void* p) {
   return g_arenas[ind].tag.load(std::memory_order_relaxed) == tag ? ind : 0;
 }
 
+bool Refused() { return tls.refused_arena != 0; }
+
 void AfterAlloc(void* result) {
   if (result == nullptr) tls.refused_arena = 0;
   if (tls.throttle_ms > 0) [[unlikely]] {
@@ -810,6 +853,16 @@ Status Enable(Controller& controller, HeapOptions options) {
     pthread_key_create(&g_exit_key, &OnThreadExit);
     pthread_atfork(&PrepareFork, &ParentAfterFork, &ChildAfterFork);
   });
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  if (g_arenas == nullptr) {
+    void* m = mmap(nullptr, sizeof(ArenaState) * kMaxArenas,
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      return Status(StatusCode::kResourceExhausted, "cannot map arena table");
+    }
+    g_arenas = new (m) ArenaState[kMaxArenas];
+  }
+#endif
   if (g_bindings == nullptr)
     g_bindings = new std::unordered_map<uint64_t, Binding>();
   g_options = options;
