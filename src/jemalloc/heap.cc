@@ -93,9 +93,27 @@ struct ThreadState {
   unsigned refused_arena;  // the last commit this thread's hook refused
   BindingCacheEntry cache[kBindingCache];
   // Explicit tcache per arena: id + 1; 0 none yet; kNoTcache: use none.
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  // In the preload, mapped at the thread's first thread cache (header mode
+  // never does): its static TLS, in every thread of every process, stays
+  // small. Null: no thread cache.
+  uint16_t* tcache;
+#else
   uint16_t tcache[kMaxArenas];
+#endif
 };
 constinit thread_local ThreadState tls{};
+
+constexpr size_t kTcacheTableBytes = sizeof(uint16_t) * kMaxArenas;
+
+// This thread's tcache entry for arena `ind` (0 when it has none).
+inline uint16_t TcacheOf(unsigned ind) {
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  return tls.tcache == nullptr ? 0 : tls.tcache[ind];
+#else
+  return tls.tcache[ind];
+#endif
+}
 
 struct InternalScope {
 #ifdef UMEMCG_JEMALLOC_IN_PRELOAD
@@ -584,6 +602,9 @@ Binding Resolve(ObjCgroup* objcg) {
 // ---- Thread caches ----
 
 void DropThreadCaches(bool only_dying) {
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  if (tls.tcache == nullptr) return;
+#endif
   for (unsigned i = 1; i < kMaxArenas; ++i) {
     const uint16_t t = tls.tcache[i];
     if (t == 0) continue;
@@ -604,6 +625,12 @@ void OnThreadExit(void*) {
   InternalScope in;
   tls.exited = true;
   DropThreadCaches(false);
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  if (tls.tcache != nullptr) {
+    munmap(tls.tcache, kTcacheTableBytes);
+    tls.tcache = nullptr;  // later frees find no thread cache
+  }
+#endif
   // The fence pairs with MarkDying's (see there). Relaxed load: with the
   // fences, an arena marked dying after it sees this thread's caches gone.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -617,12 +644,20 @@ pthread_key_t g_exit_key;
 
 // The tcache flags for arena `ind` on this thread.
 int TcacheFlags(unsigned ind) {
-  uint16_t t = tls.tcache[ind];
+  uint16_t t = TcacheOf(ind);
   if (t == 0) {
     if (tls.exited || !g_options.tcache || tls.internal > 0) {
       return MALLOCX_TCACHE_NONE;
     }
     InternalScope in;
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+    if (tls.tcache == nullptr) {
+      void* m = mmap(nullptr, kTcacheTableBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) return MALLOCX_TCACHE_NONE;
+      tls.tcache = static_cast<uint16_t*>(m);
+    }
+#endif
     if (!tls.exit_armed) {
       tls.exit_armed = true;
       pthread_setspecific(g_exit_key, &tls);  // any non-null value
@@ -772,7 +807,7 @@ int AllocFlags() {
   const BindingCacheEntry& e = tls.cache[origin & (kBindingCache - 1)];
   if (e.objcg == oc && e.origin_id == origin) [[likely]] {
     if (e.arena == 0) return 0;
-    const uint16_t t = tls.tcache[e.arena];
+    const uint16_t t = TcacheOf(e.arena);
     if (t != 0) [[likely]] {
       return MALLOCX_ARENA(e.arena) |
              (t == kNoTcache ? MALLOCX_TCACHE_NONE : MALLOCX_TCACHE(t - 1u));
@@ -795,7 +830,7 @@ int FreeFlags(void* p) {
   if (tls.internal > 0 || a.dying.load(std::memory_order_relaxed)) {
     return MALLOCX_TCACHE_NONE;
   }
-  const uint16_t t = tls.tcache[ind];
+  const uint16_t t = TcacheOf(ind);
   if (t != 0 && t != kNoTcache) [[likely]]
     return MALLOCX_TCACHE(t - 1u);
   return TcacheFlags(ind);
@@ -977,7 +1012,7 @@ Pages Purge(Group& group) {
 void FlushThreadCaches() {
   InternalScope in;
   for (unsigned i = 1; i < kMaxArenas; ++i) {
-    const uint16_t t = tls.tcache[i];
+    const uint16_t t = TcacheOf(i);
     if (t == 0 || t == kNoTcache) continue;
     unsigned id = t - 1u;
     mallctlbymib(g_mib_tcache_flush, 2, nullptr, nullptr, &id, sizeof(id));
