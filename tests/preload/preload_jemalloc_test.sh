@@ -10,6 +10,9 @@
 #    structures: memory.current (after umemcg_preload_sync) within 5% of
 #    its RssAnon, and the heap's arena holding most of it where the blocks
 #    are malloc's;
+#  - a thread moved to a group (umemcg_preload_set_group) allocates from
+#    that group's arena: its memory.current grows by the data, frees from
+#    another group go back to it, and memory.reclaim purges them;
 #  - python3 under UMEMCG_MAX=64M UMEMCG_ENFORCE=1 gets MemoryError below
 #    64 MiB of data, and under 256M gets further (the limit decides);
 #  - a C++ program's operator new throws std::bad_alloc under 64M (and
@@ -100,6 +103,32 @@ for variant in big small malloc-small; do
       fail "python3 $variant: arena active $active of $current"
   fi
 done
+
+# ---- A thread's group gets its own arena ----
+cat >"$WORK/group.py" <<'PY'
+import ctypes, sys
+lib = ctypes.CDLL(None)
+def cur(g):
+    lib.umemcg_preload_sync()
+    buf = ctypes.create_string_buffer(64)
+    if lib.umemcg_preload_read_file(g, b"memory.current", buf, 64, None) != 0:
+        sys.exit("read_file failed")
+    return int(buf.value)
+if lib.umemcg_preload_set_group(b"tenant") != 0:
+    sys.exit("set_group failed")
+t0 = cur(b"tenant")
+xs = [bytes(4000) for i in range(20000)]  # 80 MB, from tenant's arena
+lib.umemcg_preload_set_group(None)
+t1, p1 = cur(b"tenant"), cur(None)
+del xs  # freed under "process": back to tenant's arena
+# (EAGAIN, as the kernel's, when less than asked was reclaimed.)
+lib.umemcg_preload_write_file(b"tenant", b"memory.reclaim", b"1G")
+print(t0, t1, p1, cur(b"tenant"))
+PY
+read -r t0 t1 p1 t2 < <(jem "$PY" "$WORK/group.py")
+echo "group tenant: before=$t0 with 80 MB=$t1 (process $p1) freed+reclaimed=$t2"
+[[ -n "$t2" && $((t1 - t0)) -ge 80000000 && $t1 -le $p1 && $t2 -lt $((t1 / 4)) ]] ||
+  fail "tenant group: $t0 $t1 $p1 $t2"
 
 # ---- Limits: MemoryError, bad_alloc ----
 for max in 64 256; do
