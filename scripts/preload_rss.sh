@@ -18,6 +18,8 @@
 #   g++      cc1plus compiling a template-heavy translation unit (its GC
 #            heap is mmap'd)
 # Usage: scripts/preload_rss.sh [libumemcg-preload.so]
+# The jemalloc mode: UMEMCG_HEAP=jemalloc UMEMCG_RSS_PRELOAD_AFTER=
+# /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 scripts/preload_rss.sh
 set -u
 LIB=$(readlink -f "${1:-build/release/lib/libumemcg-preload.so}")
 WORK=$(mktemp -d)
@@ -85,7 +87,9 @@ def tree(root):
 
 def job(name, cmd):
     report = f"{work}/{name}.report"
-    env = dict(os.environ, LD_PRELOAD=lib, UMEMCG_REPORT=report)
+    after = os.environ.get("UMEMCG_RSS_PRELOAD_AFTER", "")
+    env = dict(os.environ, LD_PRELOAD=f"{lib} {after}".strip(),
+               UMEMCG_REPORT=report)
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
     peak = {}  # pid -> (anonymous bytes, command)
     while p.poll() is None:

@@ -35,6 +35,16 @@
  * equal a valid check word by chance is taken as ours (probability 2^-64
  * per free for data the program does not derive from the secret).
  *
+ * jemalloc mode (UMEMCG_HEAP=jemalloc, with libjemalloc.so.2 preloaded
+ * behind this library: LD_PRELOAD="libumemcg-preload.so libjemalloc.so.2").
+ * No header: every block comes from jemalloc, from an arena per group
+ * (libumemcg-jemalloc's, include/umemcg/jemalloc.h) charged page by page
+ * as "anon" for the pages it commits. Decided by the first allocation
+ * call, so all blocks of a process are of one kind; without jemalloc
+ * loaded, a warning and the header mode. jemalloc stays optional: the
+ * library references its functions weakly. Usable sizes are jemalloc's;
+ * UMEMCG_PROFILE and the per-block report figures are header-mode only.
+ *
  * Mappings. Private anonymous memory is charged as vm.overcommit_memory=2
  * commits it, in pages ("anon" in memory.stat): a writable mapping when it
  * is made, a PROT_NONE or read-only one when mprotect makes it writable;
@@ -55,6 +65,7 @@
  *                             (umemcg_preload_report) to stderr (even if
  *                             the program closed it at exit) or <path>.
  *   UMEMCG_GROUP=<name>       the group's name instead of "process".
+ *   UMEMCG_HEAP=header|jemalloc  the heap mode (default header; above).
  *   UMEMCG_MOUNT=<dir>        mount the group tree as files (FUSE), and
  *   UMEMCG_METRICS=<ip:port>  serve Prometheus metrics: both load the
  *                             operations module libumemcg-preload-ops.so
@@ -142,7 +153,11 @@ typedef int (*umemcg_preload_sync_fn)(void);
  * accounted_bytes is the object-accounted byte statistic of "process"
  * (memory.stat slab_unreclaimable, hierarchical): it equals live_bytes at
  * quiescence; anon_bytes (memory.stat anon) equals mapped_bytes likewise.
- * peak_pages is memory.peak of "process". */
+ * peak_pages is memory.peak of "process". In jemalloc mode the per-block
+ * figures are 0 and the line ends with heap=jemalloc heap_charged_bytes=N
+ * heap_active_bytes=N heap_dirty_bytes=N heap_unaccounted_bytes=N (the
+ * "process" arena's charged, active and dirty pages, and jemalloc's
+ * automatic arenas, charged to nothing). */
 int umemcg_preload_report(int fd);
 
 #ifdef __cplusplus

@@ -42,6 +42,23 @@
 #include "umemcg/obj_cgroup.h"
 #include "umemcg/pressure.h"
 
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+// Compiled into libumemcg-preload.so for its jemalloc mode
+// (docs/preload.md): jemalloc is not a dependency of the preload (no
+// DT_NEEDED), its functions are weak references, bound when the program
+// preloads libjemalloc.so.2 behind the preload and null otherwise (the
+// preload then never enables this heap). The group is the preload's
+// (its thread's group or "process"), and the heap's internal work runs
+// inside the preload's guard too, so the mappings the hooks make are not
+// charged again by the preload's mmap hooks.
+#pragma weak mallocx
+#pragma weak dallocx
+#pragma weak mallctl
+#pragma weak mallctlbymib
+#pragma weak mallctlnametomib
+#include "preload/preload_internal.h"
+#endif
+
 namespace umemcg::jemalloc {
 namespace {
 
@@ -76,13 +93,42 @@ struct ThreadState {
   unsigned refused_arena;  // the last commit this thread's hook refused
   BindingCacheEntry cache[kBindingCache];
   // Explicit tcache per arena: id + 1; 0 none yet; kNoTcache: use none.
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  // In the preload, mapped at the thread's first thread cache (header mode
+  // never does): its static TLS, in every thread of every process, stays
+  // small. Null: no thread cache.
+  uint16_t* tcache;
+#else
   uint16_t tcache[kMaxArenas];
+#endif
 };
 constinit thread_local ThreadState tls{};
 
+constexpr size_t kTcacheTableBytes = sizeof(uint16_t) * kMaxArenas;
+
+// This thread's tcache entry for arena `ind` (0 when it has none).
+inline uint16_t TcacheOf(unsigned ind) {
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  return tls.tcache == nullptr ? 0 : tls.tcache[ind];
+#else
+  return tls.tcache[ind];
+#endif
+}
+
 struct InternalScope {
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  InternalScope() {
+    ++tls.internal;
+    ++preload::tls_state.in_hook;
+  }
+  ~InternalScope() {
+    --preload::tls_state.in_hook;
+    --tls.internal;
+  }
+#else
   InternalScope() { ++tls.internal; }
   ~InternalScope() { --tls.internal; }
+#endif
 };
 
 // ---- Arenas ----
@@ -116,7 +162,14 @@ struct ArenaState {
   } reclaimer;
   GroupRef reclaimer_group;  // where `reclaimer` is registered
 };
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+// Mapped by Enable: the preload is loaded into every process, and a static
+// array would run 4096 constructors (and touch ~100 pages) at each start.
+// Nothing reads it before Enable (no chunk carries a tag before then).
+ArenaState* g_arenas = nullptr;
+#else
 ArenaState g_arenas[kMaxArenas];
+#endif
 
 // ---- The chunk table ----
 
@@ -549,6 +602,9 @@ Binding Resolve(ObjCgroup* objcg) {
 // ---- Thread caches ----
 
 void DropThreadCaches(bool only_dying) {
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  if (tls.tcache == nullptr) return;
+#endif
   for (unsigned i = 1; i < kMaxArenas; ++i) {
     const uint16_t t = tls.tcache[i];
     if (t == 0) continue;
@@ -569,6 +625,12 @@ void OnThreadExit(void*) {
   InternalScope in;
   tls.exited = true;
   DropThreadCaches(false);
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  if (tls.tcache != nullptr) {
+    munmap(tls.tcache, kTcacheTableBytes);
+    tls.tcache = nullptr;  // later frees find no thread cache
+  }
+#endif
   // The fence pairs with MarkDying's (see there). Relaxed load: with the
   // fences, an arena marked dying after it sees this thread's caches gone.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -582,12 +644,20 @@ pthread_key_t g_exit_key;
 
 // The tcache flags for arena `ind` on this thread.
 int TcacheFlags(unsigned ind) {
-  uint16_t t = tls.tcache[ind];
+  uint16_t t = TcacheOf(ind);
   if (t == 0) {
     if (tls.exited || !g_options.tcache || tls.internal > 0) {
       return MALLOCX_TCACHE_NONE;
     }
     InternalScope in;
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+    if (tls.tcache == nullptr) {
+      void* m = mmap(nullptr, kTcacheTableBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) return MALLOCX_TCACHE_NONE;
+      tls.tcache = static_cast<uint16_t*>(m);
+    }
+#endif
     if (!tls.exit_armed) {
       tls.exit_armed = true;
       pthread_setspecific(g_exit_key, &tls);  // any non-null value
@@ -719,7 +789,13 @@ namespace internal {
 
 int AllocFlags() {
   if (tls.internal > 0) return 0;
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  // The preload's owner: the thread's group, else "process"; null before
+  // the runtime is up and inside umemcg (automatic arenas, uncharged).
+  ObjCgroup* oc = preload::CurrentOwner();
+#else
   ObjCgroup* oc = ActiveObjCgroup();
+#endif
   if (oc == nullptr) return 0;
   // Acquire: pairs with the removal's release bump (see RemovalObserver).
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
@@ -731,7 +807,7 @@ int AllocFlags() {
   const BindingCacheEntry& e = tls.cache[origin & (kBindingCache - 1)];
   if (e.objcg == oc && e.origin_id == origin) [[likely]] {
     if (e.arena == 0) return 0;
-    const uint16_t t = tls.tcache[e.arena];
+    const uint16_t t = TcacheOf(e.arena);
     if (t != 0) [[likely]] {
       return MALLOCX_ARENA(e.arena) |
              (t == kNoTcache ? MALLOCX_TCACHE_NONE : MALLOCX_TCACHE(t - 1u));
@@ -754,7 +830,7 @@ int FreeFlags(void* p) {
   if (tls.internal > 0 || a.dying.load(std::memory_order_relaxed)) {
     return MALLOCX_TCACHE_NONE;
   }
-  const uint16_t t = tls.tcache[ind];
+  const uint16_t t = TcacheOf(ind);
   if (t != 0 && t != kNoTcache) [[likely]]
     return MALLOCX_TCACHE(t - 1u);
   return TcacheFlags(ind);
@@ -766,6 +842,8 @@ unsigned ArenaOf(const void* p) {
   const unsigned ind = tag & (kMaxArenas - 1);
   return g_arenas[ind].tag.load(std::memory_order_relaxed) == tag ? ind : 0;
 }
+
+bool Refused() { return tls.refused_arena != 0; }
 
 void AfterAlloc(void* result) {
   if (result == nullptr) tls.refused_arena = 0;
@@ -810,6 +888,16 @@ Status Enable(Controller& controller, HeapOptions options) {
     pthread_key_create(&g_exit_key, &OnThreadExit);
     pthread_atfork(&PrepareFork, &ParentAfterFork, &ChildAfterFork);
   });
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  if (g_arenas == nullptr) {
+    void* m = mmap(nullptr, sizeof(ArenaState) * kMaxArenas,
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      return Status(StatusCode::kResourceExhausted, "cannot map arena table");
+    }
+    g_arenas = new (m) ArenaState[kMaxArenas];
+  }
+#endif
   if (g_bindings == nullptr)
     g_bindings = new std::unordered_map<uint64_t, Binding>();
   g_options = options;
@@ -924,7 +1012,7 @@ Pages Purge(Group& group) {
 void FlushThreadCaches() {
   InternalScope in;
   for (unsigned i = 1; i < kMaxArenas; ++i) {
-    const uint16_t t = tls.tcache[i];
+    const uint16_t t = TcacheOf(i);
     if (t == 0 || t == kNoTcache) continue;
     unsigned id = t - 1u;
     mallctlbymib(g_mib_tcache_flush, 2, nullptr, nullptr, &id, sizeof(id));

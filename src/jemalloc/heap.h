@@ -26,6 +26,9 @@ unsigned ArenaOf(const void* p);
 // left (they charge with kNoThrottle; see jemalloc.h), and forgets a
 // refusal once the allocation it failed returned. Cheap when neither.
 void AfterAlloc(void* result);
+// Whether the calling thread's last commit hook refused a charge (read
+// before AfterAlloc, which forgets it).
+bool Refused();
 
 }  // namespace umemcg::jemalloc::internal
 

@@ -240,6 +240,11 @@ inline void* Publish(void* raw, size_t offset, ObjCgroup* owner) {
 // refuses (a 32 TiB malloc) raises no peak and counts no event. A charge
 // umemcg refuses (UMEMCG_ENFORCE, over memory.max) hands the block back
 // unused, and the call fails with ENOMEM.
+void* AllocateOtherMode(size_t size, size_t align, bool zero) {
+  if (DecideHeapMode() == kHeapJemalloc) return JeAllocate(size, align, zero);
+  return AllocateFor(CurrentOwner(), size, align, zero);
+}
+
 void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
   if (size > kMaxRequest || align > kMaxRequest) {
     errno = ENOMEM;
@@ -277,6 +282,9 @@ void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero) {
 }
 
 void Free(void* p) {
+  if (__builtin_expect(g_heap_mode != kHeapHeader, 0)) {
+    if (DecideHeapMode() == kHeapJemalloc) return JeFree(p);
+  }
   if (p == nullptr) return;
   if (!IsOurs(p)) return FreeForeign(p);
   Header* h = HeaderOf(p);
@@ -299,6 +307,9 @@ void Free(void* p) {
 }
 
 void* Reallocate(void* p, size_t size) {
+  if (__builtin_expect(g_heap_mode != kHeapHeader, 0)) {
+    if (DecideHeapMode() == kHeapJemalloc) return JeReallocate(p, size);
+  }
   if (p == nullptr) return Allocate(size, kMallocAlign, false);
   if (size == 0) {  // glibc: realloc(p, 0) frees p and returns NULL
     Free(p);

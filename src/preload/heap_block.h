@@ -52,6 +52,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "preload/jemalloc_mode.h"
 #include "preload/preload_internal.h"
 
 #pragma GCC visibility push(hidden)
@@ -169,7 +170,14 @@ extern std::atomic<bool> g_mmap_enabled;
 void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero);
 
 // A block for the calling thread's owner (CurrentOwner).
+// Another heap mode, or none decided yet (jemalloc_mode.h): the first
+// call of the process, or every call in jemalloc mode.
+[[gnu::noinline]] void* AllocateOtherMode(size_t size, size_t align, bool zero);
+
 inline void* Allocate(size_t size, size_t align, bool zero) {
+  if (__builtin_expect(g_heap_mode != kHeapHeader, 0)) {
+    return AllocateOtherMode(size, align, zero);
+  }
   return AllocateFor(CurrentOwner(), size, align, zero);
 }
 

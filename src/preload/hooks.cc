@@ -239,6 +239,12 @@ void* pvalloc(size_t size) {
 }
 
 size_t malloc_usable_size(void* p) {
+  if (__builtin_expect(
+          umemcg::preload::g_heap_mode != umemcg::preload::kHeapHeader, 0)) {
+    if (umemcg::preload::DecideHeapMode() == umemcg::preload::kHeapJemalloc) {
+      return umemcg::preload::JeUsableSize(p);
+    }
+  }
   if (p == nullptr) return 0;
   if (IsOurs(p)) {
     void* raw = umemcg::preload::RawOf(p);

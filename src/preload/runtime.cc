@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "preload/heap_fork.h"
+#include "preload/jemalloc_mode.h"
 #include "preload/ops_seam.h"
 #include "preload/preload_internal.h"
 #include "umemcg/active.h"
@@ -551,6 +552,19 @@ void Init() {
   // when created): handlers run prepare in reverse order, so ours take the
   // preload's locks before the library takes its own.
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  // jemalloc mode: the per-group arenas, charged by their extent hooks.
+  // Their fork handlers, registered last, prepare first (before ours and
+  // before jemalloc's, registered at its first allocation, which lock the
+  // arenas) and run last in the parent and the child. Refused (jemalloc
+  // without opt.retain or statistics), every block stays in jemalloc's
+  // automatic arenas, charged to nothing.
+  if (DecideHeapMode() == kHeapJemalloc) {
+    const char* why = nullptr;
+    if (!EnableJemallocHeap(*rt->controller, &why)) {
+      Warn("umemcg-preload: UMEMCG_HEAP=jemalloc: heap not accounted: %s\n",
+           why);
+    }
+  }
   // From here on, every thread's blocks and mappings are charged (release:
   // the hooks see g_charge_flags and a complete objcg).
   g_default_objcg.store(rt->process_objcg.get(), std::memory_order_release);
@@ -703,9 +717,14 @@ int umemcg_preload_report(int fd) {
   uint64_t usage;
   uint64_t peak;
   uint64_t max_events;
+  const bool je =
+      umemcg::preload::g_heap_mode == umemcg::preload::kHeapJemalloc;
+  umemcg::preload::JeHeapFigures je_figures{};
   {
     HookGuard guard;
     umemcg::Group& process = *rt->process;
+    // First: reading them settles the charges a fork deferred.
+    if (je) je_figures = umemcg::preload::GetJeHeapFigures(process);
     // Exact at quiescence: the object stocks' bytes and cached statistic
     // deltas are pushed out first (obj_cgroup.h).
     rt->controller->DrainAllStocks(process);
@@ -729,7 +748,20 @@ int umemcg_preload_report(int fd) {
       s.unaccounted_bytes, s.mapped_bytes, anon_pages * 4096, s.reserved_bytes,
       usage, peak, max_events, s.charge_failures, s.foreign_frees);
   if (n <= 0) return EIO;
-  return write(fd, line, std::min<size_t>(n, sizeof(line) - 1)) < 0 ? errno : 0;
+  size_t len = std::min<size_t>(n, sizeof(line) - 1);
+  if (je) {
+    // jemalloc mode: no per-block counts (live_* stay 0); the heap is
+    // charged in pages as "anon" with the mappings.
+    const umemcg::preload::JeHeapFigures& f = je_figures;
+    const int m =
+        std::snprintf(line + len - 1, sizeof(line) - len + 1,
+                      " heap=jemalloc heap_charged_bytes=%" PRId64
+                      " heap_active_bytes=%" PRId64 " heap_dirty_bytes=%" PRId64
+                      " heap_unaccounted_bytes=%" PRId64 "\n",
+                      f.charged, f.active, f.dirty, f.unaccounted);
+    if (m > 0) len = std::min<size_t>(len - 1 + m, sizeof(line) - 1);
+  }
+  return write(fd, line, len) < 0 ? errno : 0;
 }
 
 }  // extern "C"
