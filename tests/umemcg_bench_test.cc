@@ -875,8 +875,9 @@ TEST(UmemcgBenchTest, BinaryAllocEveryVariantSideBySide) {
     rows[j["variant"].get<std::string>() + "/" + j["mode"].get<std::string>()] =
         j;
   }
-  for (const char* v : {"glibc", "header-glibc", "jemalloc", "jemalloc-routed",
-                        "header-jemalloc", "jemalloc-arenas", "preload"}) {
+  for (const char* v :
+       {"glibc", "header-glibc", "jemalloc", "jemalloc-routed",
+        "header-jemalloc", "jemalloc-arenas", "preload", "preload-jemalloc"}) {
     for (const char* m : {"tenants1", "tenants8"}) {
       const std::string key = std::string(v) + "/" + m;
       ASSERT_TRUE(rows.count(key)) << key;
@@ -896,6 +897,9 @@ TEST(UmemcgBenchTest, BinaryAllocEveryVariantSideBySide) {
   EXPECT_LT(rows["jemalloc-arenas/rss"]["rss_16_vs_jemalloc"].get<double>(),
             1.1);
   EXPECT_GT(rows["preload/rss"]["rss_16_vs_glibc"].get<double>(), 1.2);
+  // The preload's jemalloc mode: no header, jemalloc's own footprint.
+  EXPECT_LT(rows["preload-jemalloc/rss"]["rss_16_vs_jemalloc"].get<double>(),
+            1.1);
 }
 #endif
 #endif

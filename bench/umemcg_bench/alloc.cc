@@ -25,6 +25,9 @@
 //                    charged page by page (include/umemcg/jemalloc.h)
 //   preload          umemcg-alloc-bench-glibc's plain malloc under
 //                    libumemcg-preload.so (header mode, one group)
+//   preload-jemalloc the same under the preload's jemalloc mode
+//                    (UMEMCG_HEAP=jemalloc, libjemalloc.so.2 preloaded
+//                    behind it: the group's arena, no header)
 //
 // Workload (bench/alloc_bench.cc): sizes 8 B-64 KiB log-uniform, a window
 // of 4096 live blocks per thread, 1 and 2 threads (with 2, every second
@@ -64,7 +67,7 @@ extern char** environ;
 namespace umemcg::bench {
 namespace {
 
-enum class Preload { kNone, kUmemcg, kJemalloc };
+enum class Preload { kNone, kUmemcg, kJemalloc, kUmemcgJemalloc };
 
 struct AllocVariant {
   const char* name;
@@ -81,6 +84,7 @@ constexpr AllocVariant kAllocVariants[] = {
     {"header-jemalloc", true, "header", Preload::kNone},
     {"jemalloc-arenas", true, "arenas", Preload::kNone},
     {"preload", false, "plain", Preload::kUmemcg},
+    {"preload-jemalloc", false, "plain", Preload::kUmemcgJemalloc},
 };
 
 std::string ExeDir() {
@@ -171,7 +175,7 @@ std::vector<std::string> Command(const Tools& t, const AllocVariant& v) {
 // without it whatever umemcg-bench was started with.
 std::vector<std::string> Env(const Tools& t, const AllocVariant& v) {
   std::vector<std::string> env = {"UMEMCG_REPORT", "UMEMCG_MAX", "UMEMCG_HIGH",
-                                  "UMEMCG_ENFORCE"};
+                                  "UMEMCG_ENFORCE", "UMEMCG_HEAP"};
   switch (v.preload) {
     case Preload::kNone:
       env.push_back("LD_PRELOAD");
@@ -181,6 +185,10 @@ std::vector<std::string> Env(const Tools& t, const AllocVariant& v) {
       break;
     case Preload::kJemalloc:
       env.push_back("LD_PRELOAD=" + t.libjemalloc);
+      break;
+    case Preload::kUmemcgJemalloc:
+      env.push_back("LD_PRELOAD=" + t.preload + " " + t.libjemalloc);
+      env.push_back("UMEMCG_HEAP=jemalloc");
       break;
   }
   return env;
@@ -229,15 +237,24 @@ StatusOr<std::vector<Result>> RunAlloc(const Params& p) {
   for (const AllocVariant& v : kAllocVariants) {
     if (!Wanted(p, v.name, ScenarioVariants("alloc"))) continue;
     if (v.jemalloc_binary && !Executable(tools.jemalloc)) continue;
-    const std::string& lib = v.preload == Preload::kUmemcg ? tools.preload
-                             : v.preload == Preload::kJemalloc
-                                 ? tools.libjemalloc
-                                 : tools.glibc;
-    if (access(lib.c_str(), R_OK) != 0) {
-      std::fprintf(stderr, "umemcg-bench alloc: no %s: no %s variant\n",
-                   lib.c_str(), v.name);
-      continue;
+    std::vector<std::string> libs;
+    if (v.preload == Preload::kUmemcg ||
+        v.preload == Preload::kUmemcgJemalloc) {
+      libs.push_back(tools.preload);
     }
+    if (v.preload == Preload::kJemalloc ||
+        v.preload == Preload::kUmemcgJemalloc) {
+      libs.push_back(tools.libjemalloc);
+    }
+    bool missing = false;
+    for (const std::string& lib : libs) {
+      if (access(lib.c_str(), R_OK) != 0) {
+        std::fprintf(stderr, "umemcg-bench alloc: no %s: no %s variant\n",
+                     lib.c_str(), v.name);
+        missing = true;
+      }
+    }
+    if (missing) continue;
     variants.push_back(&v);
   }
   const std::vector<int> thread_counts =

@@ -52,7 +52,8 @@ SCENARIOS
                 jemalloc, the component's routing with no group
                 (jemalloc-routed), the header mode over each
                 (header-glibc, header-jemalloc), the per-group jemalloc
-                arenas, the preload; each variant in its own process
+                arenas, the preload in header and jemalloc mode
+                (preload, preload-jemalloc); each variant in its own process
                 (umemcg-alloc-bench next to umemcg-bench); not in `all`
   cluster       cluster quota over a local redis-server (lease,
                 per-charge, local, drain; built with libumemcg-cluster)

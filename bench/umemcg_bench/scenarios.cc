@@ -37,8 +37,9 @@ std::vector<std::string> ScenarioVariants(const std::string& scenario) {
   if (scenario == "statread") return {"global+whole-tree", "pergroup+subtree"};
   if (scenario == "scale") return {"small", "large"};
   if (scenario == "alloc") {
-    return {"glibc",           "header-glibc",    "jemalloc", "jemalloc-routed",
-            "header-jemalloc", "jemalloc-arenas", "preload"};
+    return {"glibc",           "header-glibc",    "jemalloc",
+            "jemalloc-routed", "header-jemalloc", "jemalloc-arenas",
+            "preload",         "preload-jemalloc"};
   }
   if (scenario == "cluster") return {"lease", "per-charge", "local", "drain"};
 #ifdef UMEMCG_BENCH_HAVE_CLUSTER
