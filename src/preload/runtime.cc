@@ -1,10 +1,10 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The preload's runtime: reads the environment at load, makes the
-// controller and the "process" group, serves the umemcg_preload_* C API
-// and writes the exit report. Everything here runs with the thread marked
-// inside umemcg (HookGuard), so its own allocations are charged to nothing
-// and never re-enter the charge path.
+// controller and the "process" group (runtime.h), and writes the exit
+// report; the umemcg_preload_* C API is in api.cc. Everything here runs with
+// the thread marked inside umemcg (HookGuard), so its own allocations are
+// charged to nothing and never re-enter the charge path.
 //
 // Nothing here is ever destroyed: other threads and later destructors keep
 // allocating and freeing after this library's destructor ran, and every
@@ -21,6 +21,8 @@
 // A child that exits writes its own report (its pid, its figures) to the
 // same place; it neither serves nor unmounts the parent's mount and
 // metrics endpoint.
+
+#include "preload/runtime.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -63,10 +65,10 @@ void SetMmapThreshold(size_t bytes);
 void SetMmapMax(long max);
 void InitMapTable();
 
+std::atomic<Runtime*> g_runtime{nullptr};
+
 namespace {
 
-constexpr size_t kMaxAssignedGroups = 256;
-constexpr size_t kMaxPath = 200;
 // The report's duplicate of stderr goes at the top of the descriptors a
 // program may use (the soft RLIMIT_NOFILE), but no higher than this: the
 // kernel's descriptor table grows to the highest number open, and every
@@ -75,41 +77,6 @@ constexpr size_t kMaxPath = 200;
 constexpr int kReportFdCeiling = 1024;
 // Numbers below the top tried when the top one is taken.
 constexpr int kReportFdTries = 16;
-
-struct Assigned {
-  std::string path;
-  GroupRef group;
-  ObjCgroupRef objcg;  // pins the objcg its blocks point at, for good
-};
-
-// Where the exit report goes.
-struct ReportSink {
-  bool to_stderr = false;
-  std::string path;  // absolute, when not to_stderr ("": no report)
-  // stderr as it was at start-up, duplicated (close-on-exec), and its
-  // identity: the report is written only to that same file, even if the
-  // program closed fd 2 at exit (coreutils' close_stdout) or reused the
-  // descriptor numbers.
-  int fd = -1;
-  dev_t dev = 0;
-  ino_t ino = 0;
-};
-
-struct Runtime {
-  std::unique_ptr<Controller> controller;
-  GroupRef process;
-  ObjCgroupRef process_objcg;
-  bool enforce = false;
-  ReportSink report;
-  // UMEMCG_PROFILE: where the heap profile goes at exit (absolute; "%p"
-  // is replaced by the pid then).
-  std::string profile_path;
-  std::mutex mu;  // guards assigned
-  std::vector<Assigned> assigned;
-};
-
-// Set once at load (release; the API's acquire loads pair with it).
-std::atomic<Runtime*> g_runtime{nullptr};
 
 __attribute__((format(printf, 1, 2))) void Warn(const char* fmt, ...) {
   char line[1024];
@@ -125,47 +92,6 @@ __attribute__((format(printf, 1, 2))) void Warn(const char* fmt, ...) {
 bool Truthy(const char* v) {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0 &&
          std::strcmp(v, "false") != 0 && std::strcmp(v, "no") != 0;
-}
-
-// "a/b" below "process": non-empty components without "." or "..".
-bool ValidPath(std::string_view path) {
-  if (path.empty() || path.size() > kMaxPath) return false;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    const std::string_view part = path.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
-
-// The group `path` below "process" ("" = process itself), or null.
-GroupRef LookupBelowProcess(Runtime& rt, const char* path) {
-  if (path == nullptr || *path == '\0') return rt.process;
-  if (!ValidPath(path)) return GroupRef();
-  auto g = rt.controller->Lookup(rt.process->name() + "/" + path);
-  return g.ok() ? std::move(g).value() : GroupRef();
-}
-
-// Finds or creates each component of `path` below "process".
-StatusOr<GroupRef> FindOrCreate(Runtime& rt, std::string_view path) {
-  GroupRef parent = rt.process;
-  size_t start = 0;
-  while (start < path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    const std::string_view name = path.substr(start, end - start);
-    auto child = rt.controller->CreateGroup(*parent, name);
-    if (!child.ok() && child.status().code() == StatusCode::kAlreadyExists) {
-      child = rt.controller->Lookup(parent->path() + "/" + std::string(name));
-    }
-    if (!child.ok()) return child.status();
-    parent = std::move(child).value();
-    start = end + 1;
-  }
-  return parent;
 }
 
 // Reads `name` and removes it from the process's environment block itself
@@ -600,168 +526,3 @@ __attribute__((destructor)) void PreloadDestructor() { Fini(); }
 
 }  // namespace
 }  // namespace umemcg::preload
-
-using umemcg::preload::g_runtime;
-using umemcg::preload::HookGuard;
-using umemcg::preload::Runtime;
-
-extern "C" {
-
-int umemcg_preload_set_group(const char* path) {
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  auto& tls = umemcg::preload::tls_state;
-  if (path == nullptr || *path == '\0') {
-    tls.objcg = nullptr;
-    return 0;
-  }
-  if (!umemcg::preload::ValidPath(path)) return EINVAL;
-  HookGuard guard;
-  std::lock_guard<std::mutex> lock(rt->mu);
-  for (const auto& a : rt->assigned) {
-    if (a.path == path && a.group->online()) {
-      tls.objcg = a.objcg.get();
-      return 0;
-    }
-  }
-  // New, or the group was removed since (the old entry stays: its blocks
-  // still point at its objcg).
-  if (rt->assigned.size() >= umemcg::preload::kMaxAssignedGroups) {
-    return ENOSPC;
-  }
-  auto group = umemcg::preload::FindOrCreate(*rt, path);
-  if (!group.ok()) return umemcg::ErrnoOf(group.status().code());
-  umemcg::ObjCgroupRef objcg = umemcg::ObjCgroupFor(*group.value());
-  tls.objcg = objcg.get();
-  rt->assigned.push_back({path, std::move(group).value(), std::move(objcg)});
-  return 0;
-}
-
-int umemcg_preload_remove_group(const char* path) {
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  if (path == nullptr || *path == '\0') return EINVAL;
-  HookGuard guard;
-  umemcg::GroupRef g = umemcg::preload::LookupBelowProcess(*rt, path);
-  if (!g) return ENOENT;
-  return umemcg::ErrnoOf(rt->controller->RemoveGroup(*g).code());
-}
-
-int umemcg_preload_get_stats(umemcg_preload_stats_t* out) {
-  if (out == nullptr) return EINVAL;
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  umemcg_preload_stats_t s{};
-  for (const auto& c : umemcg::preload::g_counters) {
-    s.live_bytes += c.live_bytes.load(std::memory_order_relaxed);
-    s.live_blocks += c.live_blocks.load(std::memory_order_relaxed);
-    s.unaccounted_bytes += c.unaccounted_bytes.load(std::memory_order_relaxed);
-    s.charge_failures += c.charge_failures.load(std::memory_order_relaxed);
-    s.foreign_frees += c.foreign_frees.load(std::memory_order_relaxed);
-  }
-  const umemcg::preload::MapStats m = umemcg::preload::GetMapStats();
-  s.charge_failures += m.charge_failures;
-  s.mapped_bytes = static_cast<int64_t>(m.charged_bytes);
-  s.reserved_bytes = static_cast<int64_t>(m.reserved_bytes);
-  s.mapped_ranges = static_cast<int64_t>(m.ranges);
-  s.enforce = rt->enforce ? 1 : 0;
-  *out = s;
-  return 0;
-}
-
-int umemcg_preload_read_file(const char* group, const char* file, char* buf,
-                             size_t len, size_t* out_len) {
-  if (file == nullptr || (buf == nullptr && len != 0)) return EINVAL;
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  HookGuard guard;
-  umemcg::GroupRef g = umemcg::preload::LookupBelowProcess(*rt, group);
-  if (!g) return ENOENT;
-  auto text = g->ReadFile(file);
-  if (!text.ok()) return umemcg::ErrnoOf(text.status().code());
-  const std::string& t = text.value();
-  if (len > 0) {
-    const size_t n = std::min(len - 1, t.size());
-    std::memcpy(buf, t.data(), n);
-    buf[n] = '\0';
-  }
-  if (out_len != nullptr) *out_len = t.size();
-  return 0;
-}
-
-int umemcg_preload_write_file(const char* group, const char* file,
-                              const char* text) {
-  if (file == nullptr || text == nullptr) return EINVAL;
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  HookGuard guard;
-  umemcg::GroupRef g = umemcg::preload::LookupBelowProcess(*rt, group);
-  if (!g) return ENOENT;
-  return umemcg::ErrnoOf(g->WriteFile(file, text).code());
-}
-
-int umemcg_preload_sync(void) {
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  HookGuard guard;
-  rt->controller->DrainAllStocks(rt->controller->root());
-  rt->controller->FlushAllStats();
-  return 0;
-}
-
-int umemcg_preload_report(int fd) {
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr) return ENODEV;
-  int64_t accounted;
-  int64_t anon_pages;
-  uint64_t usage;
-  uint64_t peak;
-  uint64_t max_events;
-  const bool je =
-      umemcg::preload::g_heap_mode == umemcg::preload::kHeapJemalloc;
-  umemcg::preload::JeHeapFigures je_figures{};
-  {
-    HookGuard guard;
-    umemcg::Group& process = *rt->process;
-    // First: reading them settles the charges a fork deferred.
-    if (je) je_figures = umemcg::preload::GetJeHeapFigures(process);
-    // Exact at quiescence: the object stocks' bytes and cached statistic
-    // deltas are pushed out first (obj_cgroup.h).
-    rt->controller->DrainAllStocks(process);
-    accounted = process.StatExact(umemcg::preload::kHeapItem);
-    anon_pages = process.StatExact(umemcg::preload::kMapItem);
-    usage = process.usage().raw();
-    peak = process.memory().watermark().raw();
-    max_events = process.events(umemcg::MemoryEvent::kMax);
-  }
-  umemcg_preload_stats_t s;
-  (void)umemcg_preload_get_stats(&s);
-  char line[768];
-  const int n = std::snprintf(
-      line, sizeof(line),
-      "umemcg-preload: pid=%d live_bytes=%" PRId64 " accounted_bytes=%" PRId64
-      " live_blocks=%" PRId64 " unaccounted_bytes=%" PRId64
-      " mapped_bytes=%" PRId64 " anon_bytes=%" PRId64 " reserved_bytes=%" PRId64
-      " usage_pages=%" PRIu64 " peak_pages=%" PRIu64 " max_events=%" PRIu64
-      " charge_failures=%" PRIu64 " foreign_frees=%" PRIu64 "\n",
-      static_cast<int>(getpid()), s.live_bytes, accounted, s.live_blocks,
-      s.unaccounted_bytes, s.mapped_bytes, anon_pages * 4096, s.reserved_bytes,
-      usage, peak, max_events, s.charge_failures, s.foreign_frees);
-  if (n <= 0) return EIO;
-  size_t len = std::min<size_t>(n, sizeof(line) - 1);
-  if (je) {
-    // jemalloc mode: no per-block counts (live_* stay 0); the heap is
-    // charged in pages as "anon" with the mappings.
-    const umemcg::preload::JeHeapFigures& f = je_figures;
-    const int m =
-        std::snprintf(line + len - 1, sizeof(line) - len + 1,
-                      " heap=jemalloc heap_charged_bytes=%" PRId64
-                      " heap_active_bytes=%" PRId64 " heap_dirty_bytes=%" PRId64
-                      " heap_unaccounted_bytes=%" PRId64 "\n",
-                      f.charged, f.active, f.dirty, f.unaccounted);
-    if (m > 0) len = std::min<size_t>(len - 1 + m, sizeof(line) - 1);
-  }
-  return write(fd, line, len) < 0 ? errno : 0;
-}
-
-}  // extern "C"
