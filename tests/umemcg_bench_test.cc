@@ -828,28 +828,34 @@ TEST(UmemcgBenchTest, BinaryNotesIgnoredBatches) {
   EXPECT_EQ(run("sendfile --variant umemcg --batch 32,64"), "");
 }
 
+// The JSON objects of --json output, one per non-empty line.
+std::vector<nlohmann::json> JsonLines(const std::string& out) {
+  std::vector<nlohmann::json> rows;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    const size_t nl = out.find('\n', pos);
+    const std::string line = out.substr(pos, nl - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
 // The binary: --json lines parse and carry the required fields.
 TEST(UmemcgBenchTest, BinaryJsonLines) {
   int st = 0;
   const std::string out = RunBench(
       "kmem --iterations 5000 --repeat 1 --json --quiet 2>/dev/null", &st);
   ASSERT_EQ(st, 0) << out;
-  size_t lines = 0;
-  size_t pos = 0;
-  while (pos < out.size()) {
-    const size_t nl = out.find('\n', pos);
-    const std::string line = out.substr(pos, nl - pos);
-    pos = nl == std::string::npos ? out.size() : nl + 1;
-    if (line.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(line);
+  const std::vector<nlohmann::json> rows = JsonLines(out);
+  for (const nlohmann::json& j : rows) {
     for (const char* k : {"scenario", "variant", "batch", "threads", "seconds",
                           "ops", "ops_per_sec", "repeat", "ns_per_op"}) {
-      EXPECT_TRUE(j.contains(k)) << k << " in " << line;
+      EXPECT_TRUE(j.contains(k)) << k << " in " << j.dump();
     }
-    ++lines;
   }
   // unaccounted, immediate, cached, per-thread, per-leaf-quantum
-  EXPECT_EQ(lines, 5u);
+  EXPECT_EQ(rows.size(), 5u);
 }
 
 #ifdef UMEMCG_BENCH_HAVE_ALLOC
@@ -865,13 +871,7 @@ TEST(UmemcgBenchTest, BinaryAllocEveryVariantSideBySide) {
       &st);
   ASSERT_EQ(st, 0) << out;
   std::map<std::string, nlohmann::json> rows;
-  size_t pos = 0;
-  while (pos < out.size()) {
-    const size_t nl = out.find('\n', pos);
-    const std::string line = out.substr(pos, nl - pos);
-    pos = nl == std::string::npos ? out.size() : nl + 1;
-    if (line.empty()) continue;
-    const nlohmann::json j = nlohmann::json::parse(line);
+  for (const nlohmann::json& j : JsonLines(out)) {
     rows[j["variant"].get<std::string>() + "/" + j["mode"].get<std::string>()] =
         j;
   }
