@@ -195,6 +195,12 @@ void StartOps(Runtime& rt, const char* env, const std::string& value,
          why.c_str());
     return;
   }
+  // The module's copy answers cgroup.threads / cgroup.procs from this
+  // copy's thread registry, where the program's threads are (threads.cc).
+  if (auto threads = reinterpret_cast<umemcg_preload_ops_threads_fn>(
+          dlsym(ops, UMEMCG_PRELOAD_OPS_THREADS))) {
+    threads(internal::ThisThreadRegistry());
+  }
   char message[512] = "";
   const int err =
       start(rt.controller.get(), value.c_str(), message, sizeof(message));
@@ -473,6 +479,7 @@ void Init() {
            "not served");
   InitMapTable();
   InitHeapFork();
+  InitThreads();
   g_runtime.store(rt, std::memory_order_release);
   // After the controller (and its own fork handlers, if it registers any
   // when created): handlers run prepare in reverse order, so ours take the
@@ -494,6 +501,8 @@ void Init() {
   // From here on, every thread's blocks and mappings are charged (release:
   // the hooks see g_charge_flags and a complete objcg).
   g_default_objcg.store(rt->process_objcg.get(), std::memory_order_release);
+  // The main thread (this one) is known to cgroup.threads from here on.
+  RegisterThreadIfNew();
 }
 
 void Fini() {

@@ -7,8 +7,8 @@
 // says why).
 //
 // Thread safety: g_runtime is published once (release) and read with
-// acquire loads; `assigned` is guarded by `mu`; the rest is constant once
-// published.
+// acquire loads; `assigned` and `moved_in` are guarded by `mu`; the rest is
+// constant once published.
 
 #ifndef UMEMCG_SRC_PRELOAD_RUNTIME_H_
 #define UMEMCG_SRC_PRELOAD_RUNTIME_H_
@@ -58,8 +58,11 @@ struct Runtime {
   // UMEMCG_PROFILE: where the heap profile goes at exit (absolute; "%p"
   // is replaced by the pid then).
   std::string profile_path;
-  std::mutex mu;  // guards assigned
+  std::mutex mu;  // guards assigned and moved_in
   std::vector<Assigned> assigned;
+  // The objcgs threads were moved to through cgroup.threads / cgroup.procs
+  // (threads.cc), each once: pinned for good, as `assigned`.
+  std::vector<ObjCgroupRef> moved_in;
 };
 
 // Set once at load (release; the API's acquire loads pair with it).
