@@ -159,6 +159,11 @@ inline CounterShard& MyShard() {
   return g_counters[static_cast<unsigned>(cpu) % kCounterShards];
 }
 
+// The preload's warnings (runtime.cc): printf-formatted, to stderr, in
+// one write of at most 1023 bytes. Safe inside the first malloc (no stdio
+// stream, no allocation); errno is left as it was.
+[[gnu::format(printf, 1, 2)]] void Warn(const char* fmt, ...);
+
 // ---- glibc facts, detected at start-up (runtime.cc) ----
 
 // The running glibc's version, major * 1000 + minor (2036 for 2.36); 0

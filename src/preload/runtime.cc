@@ -34,6 +34,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -67,6 +68,22 @@ void InitMapTable();
 
 std::atomic<Runtime*> g_runtime{nullptr};
 
+void Warn(const char* fmt, ...) {
+  // Formatted on the stack and written with one system call: no stdio
+  // stream and no allocation (it may run inside the first malloc), and
+  // errno as it was (a failed write sets it).
+  const int saved_errno = errno;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n > 0) {
+    (void)!syscall(SYS_write, 2, line, std::min<size_t>(n, sizeof(line) - 1));
+  }
+  errno = saved_errno;
+}
+
 namespace {
 
 // The report's duplicate of stderr goes at the top of the descriptors a
@@ -77,17 +94,6 @@ namespace {
 constexpr int kReportFdCeiling = 1024;
 // Numbers below the top tried when the top one is taken.
 constexpr int kReportFdTries = 16;
-
-__attribute__((format(printf, 1, 2))) void Warn(const char* fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  const int n = std::vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  if (n > 0) {
-    (void)!write(2, line, std::min<size_t>(n, sizeof(line) - 1));
-  }
-}
 
 bool Truthy(const char* v) {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0 &&
