@@ -3,11 +3,13 @@
 // A preloaded program with two threads, driven through files by
 // preload_threads_test.sh: it writes "PID TID_A TID_B" to DIR/tids, then
 // for each phase N = 1, 2, ... waits for DIR/goN, has each thread
-// allocate BYTES in 1000-byte blocks (kept until exit), settles the
+// allocate BYTES in 1000-byte blocks and map MAP bytes of anonymous memory
+// (written to; all kept until exit), settles the
 // charges (umemcg_preload_sync) and creates DIR/doneN; DIR/exit ends it.
 // Every wait is bounded (120 s): a failed test does not leave it behind.
-// Usage: preload_threads_prog DIR BYTES
+// Usage: preload_threads_prog DIR BYTES MAP
 
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -63,12 +65,13 @@ pid_t Tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s DIR BYTES\n", argv[0]);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s DIR BYTES MAP\n", argv[0]);
     return 2;
   }
   g_dir = argv[1];
   const long bytes = std::atol(argv[2]);
+  const size_t map = std::strtoul(argv[3], nullptr, 0);
   constexpr size_t kBlock = 1000;
   std::vector<void*> held[2];
   pid_t tids[2] = {0, 0};
@@ -92,6 +95,12 @@ int main(int argc, char** argv) {
           if (p == nullptr) std::exit(3);
           static_cast<char*>(p)[0] = 1;
           held[k].push_back(p);
+        }
+        if (map > 0) {
+          void* m = mmap(nullptr, map, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          if (m == MAP_FAILED) std::exit(3);
+          static_cast<char*>(m)[0] = 1;
         }
         __atomic_store_n(&done[k], phase, __ATOMIC_RELEASE);
       }
