@@ -124,19 +124,26 @@ void RegisterThreadIfNew();
 // group and `member` its membership, dropping a move not picked up yet.
 void ChooseGroup(Group* member, ObjCgroup* objcg);
 
+// Whether the thread's pending-move word sends its owner through the slow
+// path (OwnerAfterMove). Acquire: pairs with a mover's release, so a
+// move's references are visible (a plain load on x86). Null in the steady
+// state.
+inline bool OwnerSlowPath(const ThreadState& t) {
+  return t.pending.load(std::memory_order_acquire) != nullptr;
+}
+// The owner outside umemcg when no slow path is due.
+inline ObjCgroup* SteadyOwner(const ThreadState& t) {
+  if (t.objcg != nullptr) return t.objcg;
+  return g_default_objcg.load(std::memory_order_acquire);
+}
+
 // The objcg a new block or mapping of this thread is charged to (null:
 // nothing).
 inline ObjCgroup* CurrentOwner() {
-  ThreadState& t = tls_state;
+  const ThreadState& t = tls_state;
   if (t.in_hook != 0) return nullptr;
-  // Acquire: pairs with a mover's release, so a move's references are
-  // visible (a plain load on x86). Null in the steady state.
-  if (__builtin_expect(t.pending.load(std::memory_order_acquire) != nullptr,
-                       0)) {
-    return OwnerAfterMove();
-  }
-  if (t.objcg != nullptr) return t.objcg;
-  return g_default_objcg.load(std::memory_order_acquire);
+  if (__builtin_expect(OwnerSlowPath(t), 0)) return OwnerAfterMove();
+  return SteadyOwner(t);
 }
 
 // Per-CPU counters of what the hooks did. A thread adds to the shard of
