@@ -6,6 +6,8 @@
 // allocate BYTES in 1000-byte blocks and map MAP bytes of anonymous memory
 // (written to; all kept until exit), settles the
 // charges (umemcg_preload_sync) and creates DIR/doneN; DIR/exit ends it.
+// When DIR/setN exists, thread A first calls umemcg_preload_set_group
+// with its text.
 // Every wait is bounded (120 s): a failed test does not leave it behind.
 // Usage: preload_threads_prog DIR BYTES MAP
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 extern "C" int umemcg_preload_sync(void) __attribute__((weak));
+extern "C" int umemcg_preload_set_group(const char* path) __attribute__((weak));
 
 namespace {
 
@@ -90,6 +93,21 @@ int main(int argc, char** argv) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         if (s < 0) return;
+        // DIR/setN (thread A only): umemcg_preload_set_group(its text)
+        // before allocating.
+        if (k == 0 && umemcg_preload_set_group != nullptr) {
+          FILE* f =
+              std::fopen((g_dir + "/set" + std::to_string(phase)).c_str(), "r");
+          if (f != nullptr) {
+            char path[256] = "";
+            if (std::fgets(path, sizeof(path), f) == nullptr) path[0] = 0;
+            std::fclose(f);
+            for (char* c = path; *c != 0; ++c) {
+              if (*c == '\n') *c = 0;
+            }
+            if (umemcg_preload_set_group(path) != 0) std::exit(4);
+          }
+        }
         for (long n = 0; n < bytes; n += kBlock) {
           void* p = std::malloc(kBlock);
           if (p == nullptr) std::exit(3);
@@ -113,7 +131,7 @@ int main(int argc, char** argv) {
   }
   // Room for the blocks' pointers now, so the vectors' growth during a
   // phase does not blur what the phase charges.
-  for (auto& h : held) h.reserve(static_cast<size_t>(4 * bytes / kBlock));
+  for (auto& h : held) h.reserve(static_cast<size_t>(8 * bytes / kBlock));
   WriteText("tids", std::to_string(getpid()) + " " + std::to_string(tids[0]) +
                         " " + std::to_string(tids[1]) + "\n");
   for (int phase = 1;; ++phase) {

@@ -11,7 +11,11 @@
 #    listed there and no longer in process; in phase 2 moved/memory.current
 #    grows by what A allocates (not B's), and process's own share by B's;
 #  - the PID written to process/all/cgroup.procs: in phase 3 all/memory.current
-#    grows by what both allocate.
+#    grows by what both allocate;
+#  - umemcg_preload_set_group and a move, the later wins: A sets its group
+#    to process/picked (phase 4: picked grows by A's, all by B's, and
+#    cgroup.threads lists A in picked), then A's TID is written to
+#    process/all/cgroup.threads (phase 5: all grows by both).
 # Header mode, or jemalloc mode when libjemalloc.so.2 is given.
 # Usage: preload_threads_test.sh <libumemcg-preload.so> <preload_threads_prog>
 #        [<libjemalloc.so.2>]
@@ -126,6 +130,27 @@ m3=$(current process/moved)
 near "phase 3: all grew (A's and B's)" $((a3 - a2)) 90 150 2
 # Blocks charged before a move stay where they were.
 ((m3 >= m2)) || fail "process/moved shrank: $m2 -> $m3"
+
+# ---- phase 4: A sets its own group (after the move: it wins) ----
+echo picked >"$WORK/set4"
+a3=$(current process/all)
+phase 4
+[[ -d "$MNT/process/picked" ]] || fail "process/picked was not created"
+k4=$(current process/picked)
+a4=$(current process/all)
+near "phase 4: picked grew (A's, set_group)" "$k4" 90 150 1
+near "phase 4: all grew (B's)" $((a4 - a3)) 90 150 1
+listed process/picked "$A" || fail "A not listed in process/picked/cgroup.threads"
+listed process/all "$A" && fail "A still listed in process/all/cgroup.threads"
+
+# ---- phase 5: A moved back after its set_group (the move wins) ----
+echo "$A" >"$MNT/process/all/cgroup.threads" ||
+  fail "writing $A to process/all/cgroup.threads"
+phase 5
+k5=$(current process/picked)
+a5=$(current process/all)
+near "phase 5: all grew (A's and B's)" $((a5 - a4)) 90 150 2
+((k5 - k4 < PER / 10)) || fail "phase 5: picked grew by $((k5 - k4))"
 
 touch "$WORK/exit"
 wait "$PID"
