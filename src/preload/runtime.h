@@ -36,6 +36,11 @@ struct Assigned {
   ObjCgroupRef objcg;  // pins the objcg its blocks point at, for good
 };
 
+struct MovedIn {
+  GroupRef group;
+  ObjCgroupRef objcg;
+};
+
 // Where the exit report goes.
 struct ReportSink {
   bool to_stderr = false;
@@ -60,9 +65,11 @@ struct Runtime {
   std::string profile_path;
   std::mutex mu;  // guards assigned and moved_in
   std::vector<Assigned> assigned;
-  // The objcgs threads were moved to through cgroup.threads / cgroup.procs
-  // (threads.cc), each once: pinned for good, as `assigned`.
-  std::vector<ObjCgroupRef> moved_in;
+  // The groups threads were moved to through cgroup.threads /
+  // cgroup.procs (threads.cc), each once, with the objcg the move named:
+  // pinned for good, as `assigned` (blocks point at the objcg, and the
+  // thread registry names the group as the threads' membership).
+  std::vector<MovedIn> moved_in;
 };
 
 // Set once at load (release; the API's acquire loads pair with it).

@@ -16,8 +16,9 @@
 //    the runtime, any other thread (one a library constructor started
 //    before the runtime) at its first allocation or mapping.
 //  - a move published by another thread: its objcg becomes the thread's
-//    group and is pinned for the process's life (blocks point at it, as
-//    at the groups of umemcg_preload_set_group).
+//    group; both are pinned for the process's life (blocks point at the
+//    objcg and the registry names the group, as for the groups of
+//    umemcg_preload_set_group).
 //  - kExited: the thread left the registry at its exit (a key destructor);
 //    what it allocates afterwards goes to its group as before.
 //
@@ -68,13 +69,16 @@ void Register(ThreadState& t, Group* member) {
   (void)pthread_setspecific(g_thread_key, &t);
 }
 
-// Pins `objcg` for the process's life (once per objcg).
-void Pin(Runtime& rt, ObjCgroup* objcg) {
+// Pins the move's group and objcg for the process's life (once each).
+void Pin(Runtime& rt, const internal::PendingMove& move) {
   std::lock_guard<std::mutex> lock(rt.mu);
-  for (const ObjCgroupRef& p : rt.moved_in) {
-    if (p.get() == objcg) return;
+  for (const MovedIn& m : rt.moved_in) {
+    if (m.group.get() == move.group.get() &&
+        m.objcg.get() == move.objcg.get()) {
+      return;
+    }
   }
-  rt.moved_in.push_back(ObjCgroupRef(objcg));
+  rt.moved_in.push_back({move.group, move.objcg});
 }
 
 // Installs the move waiting in the thread's word.
@@ -85,10 +89,9 @@ void InstallMove(ThreadState& t) {
       t.pending.exchange(nullptr, std::memory_order_acquire));
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (move == nullptr || rt == nullptr) return;
-  ObjCgroup* objcg = move->objcg.get();
-  if (objcg == nullptr) return;
-  Pin(*rt, objcg);
-  t.objcg = objcg;
+  if (!move->objcg) return;
+  Pin(*rt, *move);
+  t.objcg = move->objcg.get();
 }
 
 }  // namespace
