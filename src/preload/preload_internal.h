@@ -13,7 +13,11 @@
 // no constructor), zero-initialized globals, and the ThreadState::in_hook
 // guard: an allocation or mapping made while the thread is inside umemcg
 // (charging, or a runtime call) is charged to nothing, so umemcg never
-// re-enters itself.
+// re-enters itself. The owner's slow path (OwnerAfterMove: a thread's
+// registration or a move, threads.cc) runs marked the same way, once
+// the runtime is up; the registry's own thread-local is in this object's
+// static TLS block (the library is preloaded), so reaching it allocates
+// nothing either.
 
 #ifndef UMEMCG_SRC_PRELOAD_PRELOAD_INTERNAL_H_
 #define UMEMCG_SRC_PRELOAD_PRELOAD_INTERNAL_H_
