@@ -30,7 +30,9 @@ struct ThreadSlot {
   ThreadSlot* next = nullptr;
   Group* member = nullptr;  // pinned by the default or the pending move
   // The root of the controller the thread belongs to (thread_registry.h,
-  // Controllers), or null: none yet. Only compared, never dereferenced.
+  // Controllers), or null: none yet. Only compared, never dereferenced (the
+  // controller may be gone; a later one at the same address would list the
+  // thread in its root, as a thread that belongs to none is).
   const Group* root = nullptr;
   pid_t tid = 0;
   bool registered = false;
@@ -240,8 +242,9 @@ std::vector<pid_t> ThreadsInHere(const Group& group) {
 }  // namespace
 
 Status MoveThread(pid_t tid, Group& group) {
-  if (const ThreadRegistryOps* d = Delegate())
+  if (const ThreadRegistryOps* d = Delegate()) {
     return d->move_thread(tid, group);
+  }
   return MoveThreadHere(tid, group);
 }
 
