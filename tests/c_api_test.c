@@ -3,14 +3,17 @@
  * The C API, tested in C (compiled as C99): every function, its success
  * path and its error paths, including stale and released handles. */
 
-#define _POSIX_C_SOURCE 199309L /* nanosleep */
+#define _GNU_SOURCE /* nanosleep, syscall */
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "umemcg/umemcg.h"
 
@@ -739,6 +742,62 @@ static void test_group_metadata(void) {
   }
 }
 
+/* Whether `tid` is a line of the group's cgroup.threads. */
+static int lists_tid(umemcg_group_t* g, long tid) {
+  char buf[4096];
+  char line[32];
+  if (read_text(g, "cgroup.threads", buf, sizeof(buf)) != 0) return 0;
+  snprintf(line, sizeof(line), "%ld\n", tid);
+  for (const char* p = buf; (p = strstr(p, line)) != NULL; ++p) {
+    if (p == buf || p[-1] == '\n') return 1;
+  }
+  return 0;
+}
+
+/* umemcg_register_thread on a thread of its own (no other test registers
+ * it): unknown to cgroup.threads before, listed in the root after, and
+ * movable by its TID. */
+static void* register_thread_body(void* arg) {
+  umemcg_controller_t* ctrl = NULL;
+  umemcg_group_t* root = NULL;
+  umemcg_group_t* a = NULL;
+  const long tid = syscall(SYS_gettid);
+  char id[32];
+  (void)arg;
+  snprintf(id, sizeof(id), "%ld", tid);
+  CHECK_ERR(umemcg_controller_create(NULL, &ctrl), 0);
+  CHECK_ERR(umemcg_group_root(ctrl, &root), 0);
+  CHECK_ERR(umemcg_group_create(root, "a", &a), 0);
+  CHECK_ERR(umemcg_write_file(a, "cgroup.threads", id), ESRCH);
+  CHECK(!lists_tid(root, tid));
+  CHECK_ERR(umemcg_register_thread(), 0);
+  CHECK_ERR(umemcg_register_thread(), 0); /* idempotent */
+  CHECK(lists_tid(root, tid));
+  CHECK_ERR(umemcg_write_file(a, "cgroup.threads", id), 0);
+  CHECK(lists_tid(a, tid));
+  CHECK(!lists_tid(root, tid));
+  /* Back to the root: the move's references on `a` go with the thread. */
+  CHECK_ERR(umemcg_write_file(root, "cgroup.threads", id), 0);
+  CHECK(lists_tid(root, tid));
+  CHECK_ERR(umemcg_group_release(a), 0);
+  CHECK_ERR(umemcg_group_release(root), 0);
+  return ctrl;
+}
+
+static void test_register_thread(void) {
+  pthread_t t;
+  void* ctrl = NULL;
+  /* The counters are the thread's until it is joined: checked after. */
+  const int created = pthread_create(&t, NULL, register_thread_body, NULL);
+  const int joined = created == 0 ? pthread_join(t, &ctrl) : -1;
+  CHECK(created == 0);
+  CHECK(joined == 0);
+  /* After the thread's exit: nothing of it pins a group. */
+  if (ctrl != NULL) {
+    CHECK_ERR(umemcg_controller_destroy((umemcg_controller_t*)ctrl), 0);
+  }
+}
+
 int main(void) {
   test_controller();
   test_groups_and_charges();
@@ -749,6 +808,7 @@ int main(void) {
   test_pressure();
   test_high_work();
   test_group_metadata();
+  test_register_thread();
   printf("c_api: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -101,7 +101,9 @@ UMEMCG_EXPORT Group* ThreadDefaultGroup();
 // Makes the calling thread known by its TID to cgroup.threads and
 // cgroup.procs without setting a default (SetThreadDefaultGroup does it
 // too); idempotent. It stays known until it exits. A thread without a
-// default is listed in the root's cgroup.threads.
+// default is listed in the root's cgroup.threads: the root of the
+// controller of the last group it had (its default, or a move), or every
+// controller's root while it never had one.
 UMEMCG_EXPORT void RegisterThread();
 
 }  // namespace umemcg

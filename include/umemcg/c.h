@@ -188,6 +188,18 @@ UMEMCG_C_EXPORT int umemcg_read_file(umemcg_group_t* group, const char* name,
 UMEMCG_C_EXPORT int umemcg_write_file(umemcg_group_t* group, const char* name,
                                       const char* text);
 
+/* ---- Threads (cgroup.threads / cgroup.procs, see umemcg/active.h) ---- */
+
+/* Makes the calling thread known by its TID (gettid) to the cgroup.threads
+ * and cgroup.procs files of every controller, without giving it a group
+ * (RegisterThread in umemcg/active.h); idempotent, returns 0. It stays known
+ * until it exits. Until then a TID written to a group's cgroup.threads
+ * (umemcg_write_file) is ESRCH; afterwards the write moves the thread: its
+ * allocations through the C++ active-group API charge that group from its
+ * next lookup on. A thread without a group is listed in the root's
+ * cgroup.threads (of every controller until it is moved into one). */
+UMEMCG_C_EXPORT int umemcg_register_thread(void);
+
 /* ---- Heap profiles (see umemcg/heap_profile.h) ---- */
 
 /* Sets the group's heap sampling interval in bytes (0: off; it applies to

@@ -15,7 +15,9 @@
  * Groups. The library makes its own Controller with one group, "process",
  * under the root; each thread's blocks and mappings are charged to the
  * group it was assigned with umemcg_preload_set_group() (a path below
- * "process"), by default to "process" itself. UMEMCG_MAX is memory.max of
+ * "process") or moved to through the mount's cgroup.threads /
+ * cgroup.procs (UMEMCG_MOUNT, docs/preload.md), by default to "process"
+ * itself. UMEMCG_MAX is memory.max of
  * "process", so it bounds the whole program. Blocks allocated before the
  * library finished initialising, and the library's own allocations, are
  * charged to nothing ("unaccounted" below).
@@ -95,9 +97,13 @@ extern "C" {
 /* Charges the calling thread's future blocks to group `path` below
  * "process" ("tenant-a", "tenants/a"), creating missing groups. NULL or ""
  * returns the thread to "process". Blocks keep the owner they were
- * allocated with. EINVAL: bad path; ENOSPC: more than 256 groups were
- * assigned over the process's life (each assigned group's objcg stays
- * pinned for the process's lifetime, so frees never outlive their owner). */
+ * allocated with. A move of the thread through cgroup.threads or
+ * cgroup.procs does the same: the later of the two wins (this call drops a
+ * move the thread has not picked up yet, and a move written after it
+ * applies from the thread's next allocation). EINVAL: bad path; ENOSPC: more
+ * than 256 groups were assigned over the process's life (each assigned group's
+ * objcg stays pinned for the process's lifetime, so frees never outlive their
+ * owner). */
 int umemcg_preload_set_group(const char* path);
 typedef int (*umemcg_preload_set_group_fn)(const char* path);
 

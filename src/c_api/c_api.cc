@@ -19,6 +19,7 @@
 #include "c_api/c_api_internal.h"
 #include "c_api/handles.h"
 #include "controller_impl.h"
+#include "umemcg/active.h"
 #include "umemcg/c.h"
 #include "umemcg/controller.h"
 #include "umemcg/files.h"
@@ -581,4 +582,9 @@ extern "C" const char* umemcg_strerror(int err) {
     default:
       return "unknown error";
   }
+}
+
+extern "C" int umemcg_register_thread(void) {
+  umemcg::RegisterThread();
+  return 0;
 }

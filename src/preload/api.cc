@@ -82,30 +82,40 @@ extern "C" {
 int umemcg_preload_set_group(const char* path) {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) return ENODEV;
-  auto& tls = umemcg::preload::tls_state;
   if (path == nullptr || *path == '\0') {
-    tls.objcg = nullptr;
+    umemcg::preload::ChooseGroup(rt->process.get(), nullptr);
     return 0;
   }
   if (!umemcg::preload::ValidPath(path)) return EINVAL;
   HookGuard guard;
-  std::lock_guard<std::mutex> lock(rt->mu);
-  for (const auto& a : rt->assigned) {
-    if (a.path == path && a.group->online()) {
-      tls.objcg = a.objcg.get();
-      return 0;
+  umemcg::Group* group = nullptr;
+  umemcg::ObjCgroup* objcg = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rt->mu);
+    for (const auto& a : rt->assigned) {
+      if (a.path == path && a.group->online()) {
+        group = a.group.get();
+        objcg = a.objcg.get();
+        break;
+      }
+    }
+    if (objcg == nullptr) {
+      // New, or the group was removed since (the old entry stays: its
+      // blocks still point at its objcg).
+      if (rt->assigned.size() >= umemcg::preload::kMaxAssignedGroups) {
+        return ENOSPC;
+      }
+      auto found = umemcg::preload::FindOrCreate(*rt, path);
+      if (!found.ok()) return umemcg::ErrnoOf(found.status().code());
+      umemcg::ObjCgroupRef ref = umemcg::ObjCgroupFor(*found.value());
+      group = found.value().get();
+      objcg = ref.get();
+      rt->assigned.push_back({path, std::move(found).value(), std::move(ref)});
     }
   }
-  // New, or the group was removed since (the old entry stays: its blocks
-  // still point at its objcg).
-  if (rt->assigned.size() >= umemcg::preload::kMaxAssignedGroups) {
-    return ENOSPC;
-  }
-  auto group = umemcg::preload::FindOrCreate(*rt, path);
-  if (!group.ok()) return umemcg::ErrnoOf(group.status().code());
-  umemcg::ObjCgroupRef objcg = umemcg::ObjCgroupFor(*group.value());
-  tls.objcg = objcg.get();
-  rt->assigned.push_back({path, std::move(group).value(), std::move(objcg)});
+  // Outside rt->mu (the registry's lock is never taken under it); the
+  // entry in `assigned` pins both for good.
+  umemcg::preload::ChooseGroup(group, objcg);
   return 0;
 }
 

@@ -169,16 +169,25 @@ extern std::atomic<bool> g_mmap_enabled;
 // the charge, with glibc's errno when glibc refuses the memory.
 void* AllocateFor(ObjCgroup* owner, size_t size, size_t align, bool zero);
 
-// A block for the calling thread's owner (CurrentOwner).
-// Another heap mode, or none decided yet (jemalloc_mode.h): the first
-// call of the process, or every call in jemalloc mode.
+// A block for the calling thread's owner (CurrentOwner), out of line:
+// another heap mode, or none decided yet (jemalloc_mode.h: the first call
+// of the process, or every call in jemalloc mode), or the owner's slow
+// path (a move waiting, or the thread not registered yet).
 [[gnu::noinline]] void* AllocateOtherMode(size_t size, size_t align, bool zero);
 
+// A block for the calling thread's owner. CurrentOwner spelt out so that
+// every path ends in a tail call (its slow path goes out of line whole,
+// and the common path saves no register).
 inline void* Allocate(size_t size, size_t align, bool zero) {
   if (__builtin_expect(g_heap_mode != kHeapHeader, 0)) {
     return AllocateOtherMode(size, align, zero);
   }
-  return AllocateFor(CurrentOwner(), size, align, zero);
+  const ThreadState& t = tls_state;
+  if (t.in_hook != 0) return AllocateFor(nullptr, size, align, zero);
+  if (__builtin_expect(OwnerSlowPath(t), 0)) {
+    return AllocateOtherMode(size, align, zero);
+  }
+  return AllocateFor(SteadyOwner(t), size, align, zero);
 }
 
 // free(p): ours is uncharged and handed back to glibc; anything else is

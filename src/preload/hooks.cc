@@ -29,7 +29,9 @@ int __libc_mallopt(int param, int value);
 namespace umemcg::preload {
 
 // The preload's shared state (preload_internal.h).
-__thread ThreadState tls_state __attribute__((tls_model("initial-exec"))) = {};
+// Every thread starts unregistered (threads.cc).
+__thread ThreadState tls_state
+    __attribute__((tls_model("initial-exec"))) = {nullptr, &g_move_marks[0]};
 std::atomic<ObjCgroup*> g_default_objcg{nullptr};
 ChargeFlags g_charge_flags = kChargeAtomic | ChargeFlags::kNoThrottle;
 bool g_enforce = false;

@@ -6,12 +6,13 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "preload/preload_internal.h"
 
 extern "C" char** __environ;
 
@@ -20,11 +21,6 @@ namespace umemcg::preload {
 int g_heap_mode = kHeapUndecided;
 
 namespace {
-
-void RawWarn(const char* s) {
-  // Inside the first malloc: no stdio.
-  (void)!syscall(SYS_write, 2, s, strlen(s));
-}
 
 const char* FindEnv(const char* name) {
   char** env = __environ;
@@ -48,14 +44,14 @@ int DecideHeapMode() {
     if (JemallocLoaded()) {
       mode = kHeapJemalloc;
     } else {
-      RawWarn(
+      Warn(
           "umemcg-preload: UMEMCG_HEAP=jemalloc needs libjemalloc.so.2 "
           "preloaded behind the preload (LD_PRELOAD=\"libumemcg-preload.so "
           "libjemalloc.so.2\") and a preload built with jemalloc's headers: "
           "using the header mode\n");
     }
   } else if (v != nullptr && *v != '\0' && strcmp(v, "header") != 0) {
-    RawWarn(
+    Warn(
         "umemcg-preload: UMEMCG_HEAP must be header or jemalloc: using the "
         "header mode\n");
   }

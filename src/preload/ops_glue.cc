@@ -5,7 +5,10 @@
 // (libumemcg-fuse, when built with libfuse3; ENOSYS otherwise) and
 // UMEMCG_METRICS serves it with ServeMetrics (libumemcg-metrics, when
 // built with cpp-httplib; ENOSYS otherwise). The module exports only the
-// functions below (ops_exports.map).
+// functions below (ops_exports.map). Its cgroup.threads and cgroup.procs
+// list and move the program's threads, which are registered in the
+// preload's copy: umemcg_preload_ops_threads points this copy's registry
+// functions at the preload's.
 //
 // Lifetime. The handles are kept for the whole process and never destroyed:
 // the controller they serve is never destroyed either (runtime.cc), and at
@@ -57,6 +60,11 @@ extern "C" {
 
 __attribute__((visibility("default"))) const char* umemcg_preload_ops_abi() {
   return UMEMCG_PRELOAD_ABI_TOKEN;
+}
+
+__attribute__((visibility("default"))) void umemcg_preload_ops_threads(
+    const umemcg::internal::ThreadRegistryOps* registry) {
+  umemcg::internal::UseThreadRegistryOf(registry);
 }
 
 __attribute__((visibility("default"))) int umemcg_preload_ops_mount(

@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 
+#include "threads/thread_registry.h"
 #include "umemcg/controller.h"
 
 extern "C" {
@@ -42,11 +43,18 @@ typedef const char* (*umemcg_preload_ops_abi_fn)(void);
 typedef int (*umemcg_preload_ops_start_fn)(umemcg::Controller* controller,
                                            const char* value, char* message,
                                            size_t len);
+// Makes the module's copy answer cgroup.threads / cgroup.procs (list,
+// move) from the preload's thread registry (`registry`: the preload's
+// ThisThreadRegistry()), where the program's threads are registered.
+// Called before the mount is started.
+typedef void (*umemcg_preload_ops_threads_fn)(
+    const umemcg::internal::ThreadRegistryOps* registry);
 }
 
 #define UMEMCG_PRELOAD_OPS_ABI "umemcg_preload_ops_abi"
 #define UMEMCG_PRELOAD_OPS_MOUNT "umemcg_preload_ops_mount"
 #define UMEMCG_PRELOAD_OPS_METRICS "umemcg_preload_ops_metrics"
+#define UMEMCG_PRELOAD_OPS_THREADS "umemcg_preload_ops_threads"
 #define UMEMCG_PRELOAD_OPS_LIBRARY "libumemcg-preload-ops.so"
 
 #endif  // UMEMCG_SRC_PRELOAD_OPS_SEAM_H_

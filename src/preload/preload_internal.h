@@ -13,7 +13,11 @@
 // no constructor), zero-initialized globals, and the ThreadState::in_hook
 // guard: an allocation or mapping made while the thread is inside umemcg
 // (charging, or a runtime call) is charged to nothing, so umemcg never
-// re-enters itself.
+// re-enters itself. The owner's slow path (OwnerAfterMove: a thread's
+// registration or a move, threads.cc) runs marked the same way, once
+// the runtime is up; the registry's own thread-local is in this object's
+// static TLS block (the library is preloaded), so reaching it allocates
+// nothing either.
 
 #ifndef UMEMCG_SRC_PRELOAD_PRELOAD_INTERNAL_H_
 #define UMEMCG_SRC_PRELOAD_PRELOAD_INTERNAL_H_
@@ -25,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "threads/thread_registry.h"
 #include "umemcg/group.h"
 #include "umemcg/obj_cgroup.h"
 
@@ -34,10 +39,21 @@ namespace umemcg::preload {
 
 struct HeapSlot;  // heap_fork.h
 
+// Marks of ThreadState::pending besides null and a move (threads.cc).
+extern internal::PendingMove g_move_marks[2];
+inline internal::PendingMove* const kNotRegistered = &g_move_marks[0];
+inline internal::PendingMove* const kExited = &g_move_marks[1];
+
 struct ThreadState {
-  ObjCgroup* objcg;  // umemcg_preload_set_group(); null: the default
-  int in_hook;       // > 0 while this thread runs umemcg code
-  int* errno_ptr;    // this thread's errno (__errno_location), once known
+  // The thread's group: the last of umemcg_preload_set_group() and a move
+  // through cgroup.threads / cgroup.procs; null: "process".
+  ObjCgroup* objcg;
+  // The thread's pending-move word in the thread registry (threads.cc):
+  // null, a move another thread published, kNotRegistered (the initial
+  // value) or kExited.
+  internal::PendingMoveSlot pending;
+  int in_hook;     // > 0 while this thread runs umemcg code
+  int* errno_ptr;  // this thread's errno (__errno_location), once known
   // Heap bookings and fork (heap_fork.h): how this thread marks its
   // booking windows (kGate*), its slot (non-null exactly in kGateSlot),
   // and its open windows when it has no slot (kGateShared).
@@ -98,13 +114,40 @@ inline constexpr StatItem kHeapItem = StatItem::kSlabUnreclaimable;
 // The statistic charged anonymous mappings are counted in (pages).
 inline constexpr StatItem kMapItem = StatItem::kAnon;
 
+// ---- The program's threads (threads.cc) ----
+
+// Creates the key that unregisters threads at their exit (start-up).
+void InitThreads();
+// Registers the calling thread ("process" as its membership) if it is not
+// yet and the runtime is up.
+void RegisterThreadIfNew();
+// CurrentOwner's slow path: the thread's word was not null (a move waits,
+// or the thread is not registered yet, or has left the registry).
+[[gnu::noinline]] ObjCgroup* OwnerAfterMove();
+// umemcg_preload_set_group: makes `objcg` (null: "process") the thread's
+// group and `member` its membership, dropping a move not picked up yet.
+void ChooseGroup(Group* member, ObjCgroup* objcg);
+
+// Whether the thread's pending-move word sends its owner through the slow
+// path (OwnerAfterMove). Acquire: pairs with a mover's release, so a
+// move's references are visible (a plain load on x86). Null in the steady
+// state.
+inline bool OwnerSlowPath(const ThreadState& t) {
+  return t.pending.load(std::memory_order_acquire) != nullptr;
+}
+// The owner outside umemcg when no slow path is due.
+inline ObjCgroup* SteadyOwner(const ThreadState& t) {
+  if (t.objcg != nullptr) return t.objcg;
+  return g_default_objcg.load(std::memory_order_acquire);
+}
+
 // The objcg a new block or mapping of this thread is charged to (null:
 // nothing).
 inline ObjCgroup* CurrentOwner() {
   const ThreadState& t = tls_state;
   if (t.in_hook != 0) return nullptr;
-  if (t.objcg != nullptr) return t.objcg;
-  return g_default_objcg.load(std::memory_order_acquire);
+  if (__builtin_expect(OwnerSlowPath(t), 0)) return OwnerAfterMove();
+  return SteadyOwner(t);
 }
 
 // Per-CPU counters of what the hooks did. A thread adds to the shard of
@@ -126,6 +169,11 @@ inline CounterShard& MyShard() {
   const int cpu = sched_getcpu();
   return g_counters[static_cast<unsigned>(cpu) % kCounterShards];
 }
+
+// The preload's warnings (runtime.cc): printf-formatted, to stderr, in
+// one write of at most 1023 bytes. Safe inside the first malloc (no stdio
+// stream, no allocation); errno is left as it was.
+[[gnu::format(printf, 1, 2)]] void Warn(const char* fmt, ...);
 
 // ---- glibc facts, detected at start-up (runtime.cc) ----
 

@@ -34,6 +34,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -67,6 +68,22 @@ void InitMapTable();
 
 std::atomic<Runtime*> g_runtime{nullptr};
 
+void Warn(const char* fmt, ...) {
+  // Formatted on the stack and written with one system call: no stdio
+  // stream and no allocation (it may run inside the first malloc), and
+  // errno as it was (a failed write sets it).
+  const int saved_errno = errno;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n > 0) {
+    (void)!syscall(SYS_write, 2, line, std::min<size_t>(n, sizeof(line) - 1));
+  }
+  errno = saved_errno;
+}
+
 namespace {
 
 // The report's duplicate of stderr goes at the top of the descriptors a
@@ -77,17 +94,6 @@ namespace {
 constexpr int kReportFdCeiling = 1024;
 // Numbers below the top tried when the top one is taken.
 constexpr int kReportFdTries = 16;
-
-__attribute__((format(printf, 1, 2))) void Warn(const char* fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  const int n = std::vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  if (n > 0) {
-    (void)!write(2, line, std::min<size_t>(n, sizeof(line) - 1));
-  }
-}
 
 bool Truthy(const char* v) {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0 &&
@@ -194,6 +200,12 @@ void StartOps(Runtime& rt, const char* env, const std::string& value,
     Warn("umemcg-preload: %s=%s ignored: %s\n", env, value.c_str(),
          why.c_str());
     return;
+  }
+  // The module's copy answers cgroup.threads / cgroup.procs from this
+  // copy's thread registry, where the program's threads are (threads.cc).
+  if (auto threads = reinterpret_cast<umemcg_preload_ops_threads_fn>(
+          dlsym(ops, UMEMCG_PRELOAD_OPS_THREADS))) {
+    threads(internal::ThisThreadRegistry());
   }
   char message[512] = "";
   const int err =
@@ -473,6 +485,7 @@ void Init() {
            "not served");
   InitMapTable();
   InitHeapFork();
+  InitThreads();
   g_runtime.store(rt, std::memory_order_release);
   // After the controller (and its own fork handlers, if it registers any
   // when created): handlers run prepare in reverse order, so ours take the
@@ -494,6 +507,8 @@ void Init() {
   // From here on, every thread's blocks and mappings are charged (release:
   // the hooks see g_charge_flags and a complete objcg).
   g_default_objcg.store(rt->process_objcg.get(), std::memory_order_release);
+  // The main thread (this one) is known to cgroup.threads from here on.
+  RegisterThreadIfNew();
 }
 
 void Fini() {

@@ -7,8 +7,8 @@
 // says why).
 //
 // Thread safety: g_runtime is published once (release) and read with
-// acquire loads; `assigned` is guarded by `mu`; the rest is constant once
-// published.
+// acquire loads; `assigned` and `moved_in` are guarded by `mu`; the rest is
+// constant once published.
 
 #ifndef UMEMCG_SRC_PRELOAD_RUNTIME_H_
 #define UMEMCG_SRC_PRELOAD_RUNTIME_H_
@@ -36,6 +36,11 @@ struct Assigned {
   ObjCgroupRef objcg;  // pins the objcg its blocks point at, for good
 };
 
+struct MovedIn {
+  GroupRef group;
+  ObjCgroupRef objcg;
+};
+
 // Where the exit report goes.
 struct ReportSink {
   bool to_stderr = false;
@@ -58,8 +63,13 @@ struct Runtime {
   // UMEMCG_PROFILE: where the heap profile goes at exit (absolute; "%p"
   // is replaced by the pid then).
   std::string profile_path;
-  std::mutex mu;  // guards assigned
+  std::mutex mu;  // guards assigned and moved_in
   std::vector<Assigned> assigned;
+  // The groups threads were moved to through cgroup.threads /
+  // cgroup.procs (threads.cc), each once, with the objcg the move named:
+  // pinned for good, as `assigned` (blocks point at the objcg, and the
+  // thread registry names the group as the threads' membership).
+  std::vector<MovedIn> moved_in;
 };
 
 // Set once at load (release; the API's acquire loads pair with it).

@@ -16,8 +16,11 @@
 // memory.max write drains and reclaims) charges through the preload, whose
 // charge path under UMEMCG_ENFORCE waits for that very drain or lock: the
 // program's memory.max write through the mount never returned. Their
-// allocations count as unaccounted_bytes in the exit report; the program's
-// own threads are created unchanged (one thread-local read more).
+// allocations count as unaccounted_bytes in the exit report.
+//
+// The program's own threads start through RunProgramThread once the
+// runtime is up: each is registered in the thread registry (threads.cc)
+// before its start routine runs, so cgroup.threads lists it at once.
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -25,6 +28,7 @@
 #include <atomic>
 
 #include "preload/preload_internal.h"
+#include "preload/runtime.h"
 
 extern "C" {
 void* __libc_malloc(size_t size);
@@ -55,6 +59,15 @@ struct InternalStart {
   void* arg;
 };
 
+// A thread of the program: known to the thread registry from its start
+// (threads.cc), before it runs any of its own code.
+void* RunProgramThread(void* p) {
+  const InternalStart start = *static_cast<InternalStart*>(p);
+  __libc_free(p);
+  RegisterThreadIfNew();
+  return start.fn(start.arg);
+}
+
 void* RunInternal(void* p) {
   const InternalStart start = *static_cast<InternalStart*>(p);
   __libc_free(p);
@@ -71,7 +84,10 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   using namespace umemcg::preload;
   const CreateFn real = RealCreate();
   if (real == nullptr) return EAGAIN;
-  if (__builtin_expect(tls_state.in_hook == 0, 1)) {
+  const bool internal = tls_state.in_hook != 0;
+  // Before the runtime is up a program thread registers at its first
+  // allocation or mapping instead (threads.cc).
+  if (!internal && g_runtime.load(std::memory_order_acquire) == nullptr) {
     return real(thread, attr, fn, arg);
   }
   auto* start =
@@ -79,7 +95,8 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   if (start == nullptr) return EAGAIN;
   start->fn = fn;
   start->arg = arg;
-  const int r = real(thread, attr, &RunInternal, start);
+  const int r =
+      real(thread, attr, internal ? &RunInternal : &RunProgramThread, start);
   if (r != 0) __libc_free(start);
   return r;
 }

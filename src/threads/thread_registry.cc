@@ -29,10 +29,21 @@ struct ThreadSlot {
   ThreadSlot* prev = nullptr;
   ThreadSlot* next = nullptr;
   Group* member = nullptr;  // pinned by the default or the pending move
+  // The root of the controller the thread belongs to (thread_registry.h,
+  // Controllers), or null: none yet. Only compared, never dereferenced (the
+  // controller may be gone; a later one at the same address would list the
+  // thread in its root, as a thread that belongs to none is).
+  const Group* root = nullptr;
   pid_t tid = 0;
   bool registered = false;
 };
 constinit thread_local ThreadSlot tls_thread_slot;
+
+const Group* RootOf(const Group& g) {
+  const Group* r = &g;
+  while (r->parent() != nullptr) r = r->parent();
+  return r;
+}
 
 pid_t GetTid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
@@ -79,6 +90,7 @@ ThreadSlot* FindLocked(Registry& r, pid_t tid) {
 // delete outside the mutex. REQUIRES: r.mu held.
 PendingMove* PublishLocked(ThreadSlot* s, PendingMove* move) {
   s->member = move->group.get();
+  s->root = RootOf(*s->member);
   // Release: the thread's acquire load sees the move's contents.
   return s->pending->exchange(move, std::memory_order_acq_rel);
 }
@@ -103,6 +115,13 @@ class RegistryFork final : public ForkParticipant {
   }
 };
 
+// Another copy's registry (UseThreadRegistryOf), or null. Acquire pairs
+// with the release store: the table is complete when seen.
+std::atomic<const ThreadRegistryOps*> g_delegate{nullptr};
+const ThreadRegistryOps* Delegate() {
+  return g_delegate.load(std::memory_order_acquire);
+}
+
 void EnsureForkHandler() {
   static RegistryFork* participant = [] {
     auto* p = new RegistryFork();
@@ -125,6 +144,7 @@ PendingMove* SelfRegister(PendingMoveSlot* pending, Group* group) {
     Link(r, &self);
   }
   self.member = group;
+  if (group != nullptr) self.root = RootOf(*group);
   // The thread's own choice wins over a move not picked up yet.
   return self.pending->exchange(nullptr, std::memory_order_acq_rel);
 }
@@ -136,11 +156,14 @@ PendingMove* SelfUnregister() {
   if (!self.registered) return nullptr;
   Unlink(r, &self);
   self.member = nullptr;
+  self.root = nullptr;
   // No mover can reach the word any more (the slot is unlinked).
   return self.pending->exchange(nullptr, std::memory_order_acq_rel);
 }
 
-Status MoveThread(pid_t tid, Group& group) {
+namespace {
+
+Status MoveThreadHere(pid_t tid, Group& group) {
   if (!group.online()) {
     return Status(StatusCode::kFailedPrecondition, "group was removed");
   }
@@ -164,7 +187,7 @@ Status MoveThread(pid_t tid, Group& group) {
   return Status::Ok();
 }
 
-Status MoveProcess(Group& group) {
+Status MoveProcessHere(Group& group) {
   if (!group.online()) {
     return Status(StatusCode::kFailedPrecondition, "group was removed");
   }
@@ -193,26 +216,64 @@ Status MoveProcess(Group& group) {
   return Status::Ok();
 }
 
-bool IsRegisteredThread(pid_t tid) {
+bool IsRegisteredThreadHere(pid_t tid) {
   Registry& r = TheRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   return FindLocked(r, tid) != nullptr;
 }
 
-std::vector<pid_t> ThreadsIn(const Group& group) {
+std::vector<pid_t> ThreadsInHere(const Group& group) {
   std::vector<pid_t> tids;
   {
     Registry& r = TheRegistry();
     std::lock_guard<std::mutex> lock(r.mu);
     tids.reserve(r.count);
     for (ThreadSlot* s = r.head; s != nullptr; s = s->next) {
-      if (s->member == &group || (s->member == nullptr && group.is_root())) {
+      if (s->member == &group || (s->member == nullptr && group.is_root() &&
+                                  (s->root == nullptr || s->root == &group))) {
         tids.push_back(s->tid);
       }
     }
   }
   std::sort(tids.begin(), tids.end());
   return tids;
+}
+
+}  // namespace
+
+Status MoveThread(pid_t tid, Group& group) {
+  if (const ThreadRegistryOps* d = Delegate()) {
+    return d->move_thread(tid, group);
+  }
+  return MoveThreadHere(tid, group);
+}
+
+Status MoveProcess(Group& group) {
+  if (const ThreadRegistryOps* d = Delegate()) return d->move_process(group);
+  return MoveProcessHere(group);
+}
+
+bool IsRegisteredThread(pid_t tid) {
+  if (const ThreadRegistryOps* d = Delegate()) {
+    return d->is_registered_thread(tid);
+  }
+  return IsRegisteredThreadHere(tid);
+}
+
+std::vector<pid_t> ThreadsIn(const Group& group) {
+  if (const ThreadRegistryOps* d = Delegate()) return d->threads_in(group);
+  return ThreadsInHere(group);
+}
+
+const ThreadRegistryOps* ThisThreadRegistry() {
+  static constexpr ThreadRegistryOps kOps{&MoveThreadHere, &MoveProcessHere,
+                                          &IsRegisteredThreadHere,
+                                          &ThreadsInHere};
+  return &kOps;
+}
+
+void UseThreadRegistryOf(const ThreadRegistryOps* ops) {
+  g_delegate.store(ops, std::memory_order_release);
 }
 
 bool SelfRegistered() { return tls_thread_slot.registered; }

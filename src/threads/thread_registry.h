@@ -20,6 +20,19 @@
 // is the slow path, only when one is waiting). Allocations already charged stay
 // where they were.
 //
+// Controllers. A thread belongs to the controller of the last group it
+// was a member of (its default, or a move); one that never had a group
+// (RegisterThread alone) belongs to none yet. A thread without a group is
+// listed in the root of the controller it belongs to, or in every
+// controller's root while it belongs to none (as a new task is in the root
+// of every cgroup hierarchy).
+//
+// Two copies of this code in one process (the preload and its operations
+// module, src/preload/ops_seam.h): each has its own registry, but the
+// threads are registered in the preload's. UseThreadRegistryOf makes the
+// module's copy answer Move*/IsRegisteredThread/ThreadsIn from the
+// preload's registry, through the preload's functions (ThisThreadRegistry).
+//
 // Fork: the child keeps the forking thread's slot only, under the child's
 // TID; the other threads do not exist there (what their slots held is
 // leaked, as the rest of their thread-local state is).
@@ -77,10 +90,25 @@ Status MoveProcess(Group& group);
 bool IsRegisteredThread(pid_t tid);
 
 // The TIDs of the registered threads whose membership is `group`
-// (registered threads without a default count as the root's), ascending.
+// (registered threads without a group count as the root's of the
+// controller they belong to, see Controllers), ascending.
 std::vector<pid_t> ThreadsIn(const Group& group);
 // The number of registered threads (tests).
 size_t RegisteredThreadCount();
+
+// This copy's registry, as functions another copy can call.
+struct ThreadRegistryOps {
+  Status (*move_thread)(pid_t tid, Group& group);
+  Status (*move_process)(Group& group);
+  bool (*is_registered_thread)(pid_t tid);
+  std::vector<pid_t> (*threads_in)(const Group& group);
+};
+const ThreadRegistryOps* ThisThreadRegistry();
+// From now on MoveThread, MoveProcess, IsRegisteredThread and ThreadsIn of
+// this copy call `ops` (another copy's ThisThreadRegistry(), alive for the
+// process's life; null: this copy's own again). Call it before any thread
+// may use them (the operations module: before mounting).
+void UseThreadRegistryOf(const ThreadRegistryOps* ops);
 
 }  // namespace umemcg::internal
 

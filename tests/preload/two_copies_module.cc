@@ -4,8 +4,10 @@
 // statically, its symbols kept local), as libumemcg-preload-ops.so carries
 // one next to libumemcg-preload.so. two_copies_test loads it with dlopen.
 
+#include <cstdio>
 #include <utility>
 
+#include "threads/thread_registry.h"
 #include "two_copies_work.h"
 
 extern "C" {
@@ -20,6 +22,24 @@ __attribute__((visibility("default"))) void two_copies_work(
 __attribute__((visibility("default"))) umemcg::Controller* two_copies_create() {
   auto ctrl = umemcg::Controller::Create({});
   return ctrl.ok() ? std::move(ctrl).value().release() : nullptr;
+}
+
+// This copy's cgroup.threads / cgroup.procs answer from `ops`' registry
+// (null: this copy's own again), as the preload's operations module does.
+__attribute__((visibility("default"))) void two_copies_use_registry(
+    const umemcg::internal::ThreadRegistryOps* ops) {
+  umemcg::internal::UseThreadRegistryOf(ops);
+}
+
+// `group`'s file written / read through this copy's file code.
+__attribute__((visibility("default"))) int two_copies_write_file(
+    umemcg::Group* group, const char* file, const char* text) {
+  return static_cast<int>(group->WriteFile(file, text).code());
+}
+__attribute__((visibility("default"))) void two_copies_read_file(
+    umemcg::Group* group, const char* file, char* buf, size_t len) {
+  auto text = group->ReadFile(file);
+  std::snprintf(buf, len, "%s", text.ok() ? text.value().c_str() : "");
 }
 
 }  // extern "C"

@@ -12,12 +12,16 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "port/rseq.h"
 #include "two_copies_work.h"
+#include "umemcg/active.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
 
@@ -32,6 +36,9 @@ struct Module {
   void* handle = nullptr;
   two_copies_work_fn work = nullptr;
   two_copies_create_fn create = nullptr;
+  two_copies_use_registry_fn use_registry = nullptr;
+  two_copies_write_file_fn write_file = nullptr;
+  two_copies_read_file_fn read_file = nullptr;
 };
 
 Module Load() {
@@ -42,6 +49,12 @@ Module Load() {
       reinterpret_cast<two_copies_work_fn>(dlsym(m.handle, "two_copies_work"));
   m.create = reinterpret_cast<two_copies_create_fn>(
       dlsym(m.handle, "two_copies_create"));
+  m.use_registry = reinterpret_cast<two_copies_use_registry_fn>(
+      dlsym(m.handle, "two_copies_use_registry"));
+  m.write_file = reinterpret_cast<two_copies_write_file_fn>(
+      dlsym(m.handle, "two_copies_write_file"));
+  m.read_file = reinterpret_cast<two_copies_read_file_fn>(
+      dlsym(m.handle, "two_copies_read_file"));
   return m;
 }
 
@@ -99,6 +112,35 @@ TEST(TwoCopiesTest, ThisCopyWorksOnTheModulesController) {
     WorkResult t;
     Work(*ctrl, *g, &t);
     Expect(t, "this copy, on a new thread");
+  });
+}
+
+// The preload's case: threads registered in one copy, cgroup.threads
+// written and read through the other's files (the mount's). The module's
+// copy knows none of this copy's threads until it answers from this copy's
+// registry (UseThreadRegistryOf).
+TEST(TwoCopiesTest, ModuleCopyMovesThisCopysThreadsThroughItsRegistry) {
+  Module m = Load();
+  ASSERT_NE(m.handle, nullptr) << dlerror();
+  ASSERT_NE(m.use_registry, nullptr);
+  ASSERT_NE(m.write_file, nullptr);
+  ASSERT_NE(m.read_file, nullptr);
+  auto ctrl = Controller::Create({}).value();
+  GroupRef g = ctrl->CreateGroup(ctrl->root(), "moved").value();
+  RunOnThread([&] {
+    RegisterThread();
+    const std::string tid =
+        std::to_string(static_cast<pid_t>(::syscall(SYS_gettid)));
+    char listed[256];
+    EXPECT_EQ(m.write_file(g.get(), "cgroup.threads", tid.c_str()),
+              static_cast<int>(StatusCode::kNoSuchProcess));
+    m.use_registry(internal::ThisThreadRegistry());
+    EXPECT_EQ(m.write_file(g.get(), "cgroup.threads", tid.c_str()), 0);
+    m.read_file(g.get(), "cgroup.threads", listed, sizeof(listed));
+    EXPECT_EQ(std::string(listed), tid + "\n");
+    EXPECT_EQ(ActiveGroup(), g.get());
+    m.use_registry(nullptr);
+    SetThreadDefaultGroup(nullptr);
   });
 }
 

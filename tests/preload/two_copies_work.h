@@ -10,6 +10,7 @@
 
 #include <cstddef>
 
+#include "threads/thread_registry.h"
 #include "umemcg/controller.h"
 
 namespace umemcg::two_copies {
@@ -38,6 +39,12 @@ typedef void (*two_copies_work_fn)(umemcg::Controller* ctrl,
                                    umemcg::Group* group,
                                    umemcg::two_copies::WorkResult* out);
 typedef umemcg::Controller* (*two_copies_create_fn)(void);
+typedef void (*two_copies_use_registry_fn)(
+    const umemcg::internal::ThreadRegistryOps* ops);
+typedef int (*two_copies_write_file_fn)(umemcg::Group* group, const char* file,
+                                        const char* text);
+typedef void (*two_copies_read_file_fn)(umemcg::Group* group, const char* file,
+                                        char* buf, size_t len);
 }
 
 #endif  // UMEMCG_TESTS_PRELOAD_TWO_COPIES_WORK_H_

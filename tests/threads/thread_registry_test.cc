@@ -236,6 +236,35 @@ TEST(ThreadRegistryTest, RegisterThreadWithoutADefaultIsListedInTheRoot) {
   w.Run([] { SetThreadDefaultGroup(nullptr); });
 }
 
+// Two controllers: a thread without a group is listed in the root of the
+// controller it belongs to (its last group's) and in no other root; one
+// that never had a group belongs to none and is listed in both roots.
+TEST(ThreadRegistryTest, AThreadWithoutAGroupIsListedInItsOwnControllersRoot) {
+  TestController t1;
+  TestController t2;
+  GroupRef a = t1.Make("a");
+  GroupRef b = t2.Make("b");
+  auto listed = [](const Group& g, pid_t tid) {
+    const std::vector<pid_t> tids = ThreadsIn(g);
+    return std::find(tids.begin(), tids.end(), tid) != tids.end();
+  };
+  Worker w;
+  w.Run([] { RegisterThread(); });
+  EXPECT_TRUE(listed(t1.ctrl->root(), w.tid()));
+  EXPECT_TRUE(listed(t2.ctrl->root(), w.tid()));
+  Group* ga = a.get();
+  w.Run([ga] { SetThreadDefaultGroup(ga); });
+  w.Run([] { SetThreadDefaultGroup(nullptr); });
+  EXPECT_TRUE(listed(t1.ctrl->root(), w.tid()));
+  EXPECT_FALSE(listed(t2.ctrl->root(), w.tid()));
+  // A move makes it the other controller's.
+  ASSERT_TRUE(MoveThread(w.tid(), *b).ok());
+  EXPECT_EQ(w.Active(), b.get());
+  w.Run([] { SetThreadDefaultGroup(nullptr); });
+  EXPECT_FALSE(listed(t1.ctrl->root(), w.tid()));
+  EXPECT_TRUE(listed(t2.ctrl->root(), w.tid()));
+}
+
 // The kernel refuses rmdir of a populated cgroup (EBUSY); Group removal
 // here does not look at threads (the FUSE mount's rmdir does): the
 // thread keeps its reference and charges the parent, like a scope.
