@@ -154,10 +154,13 @@ uint64_t SettleResident(Group& g, uint64_t old, uint64_t now) {
     UnchargePages(g, old - now);
     return now;
   }
-  if (!ChargePages(g, now - old, g_charge_flags)) {
+  // Not a refused allocation (charge_failures): the pages exist.
+  HookGuard guard;
+  const Pages grow(now - old);
+  if (!g.TryCharge(grow, g_charge_flags, kMapItem).ok()) {
     // Relaxed: a statistic.
     g_resident_forced.fetch_add(1, std::memory_order_relaxed);
-    (void)ChargePages(g, now - old, kSettleFlags);
+    (void)g.TryCharge(grow, kSettleFlags, kMapItem);
   }
   return now;
 }
@@ -557,13 +560,17 @@ void MapForkChild() {
 }
 
 MapStats GetMapStats() {
+  MapLock lock;
+  return GetMapStatsLocked();
+}
+
+MapStats GetMapStatsLocked() {
   MapStats s{};
   s.charge_failures = g_map_charge_failures.load(std::memory_order_relaxed);
   s.resident_forced = g_resident_forced.load(std::memory_order_relaxed);
   s.resident_mode = g_resident;
   RangeTable* t = g_table.load(std::memory_order_acquire);
   if (t == nullptr) return s;
-  MapLock lock;
   s.charged_bytes = t->charged_pages() * RangeTable::kPage;
   s.reserved_bytes = t->reserved_pages() * RangeTable::kPage;
   s.ranges = t->size();

@@ -148,6 +148,10 @@ struct MapStats {
   bool resident_mode;        // UMEMCG_MAP_CHARGE=resident
 };
 MapStats GetMapStats();
+// The same, with the range table's mutex already held by the caller
+// (MapTableLockForFork): read together with the anon statistic, the pair
+// is exact even while the resident mode's scanner runs.
+MapStats GetMapStatsLocked();
 // The resident mode: recounts every charged mapping's resident pages (a
 // charge was refused: released pages give their charge back first).
 // True when that lowered the mappings' charge. False at once otherwise.
