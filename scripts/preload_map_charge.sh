@@ -10,6 +10,7 @@
 #
 #   python3 small   ~1M small objects (pymalloc arenas, mmap'd)
 #   python3 large   200 bytearrays of 1 MiB (glibc malloc, mmap'd chunks)
+#   python3 sparse  a 256 MiB private anonymous mmap.mmap, 16 MiB written
 #   node start      node -e 'console.log(1)'
 #   node objects    2M small objects and a Map (V8 heap)
 #   node buffers    200 Buffer.alloc(1 MiB) (ArrayBuffers, calloc)
@@ -25,6 +26,7 @@ PY=/usr/bin/python3
 jobs=()
 jobs+=("python3 small|$PY -c 'a = [(i, str(i) * 3, [i]) for i in range(1000000)]; print(len(a))'")
 jobs+=("python3 large|$PY -c 'b = [bytearray(1 << 20) for i in range(200)]; print(len(b))'")
+jobs+=("python3 sparse|$PY -c 'import mmap; m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE); m[:16 << 20] = bytes(16 << 20); print(len(m))'")
 if command -v node >/dev/null; then
   jobs+=("node start|node -e 'console.log(1)'")
   jobs+=("node objects|node -e 'const a = []; for (let i = 0; i < 2000000; i++) a.push({i, s: \"x\" + i, v: [i, i + 1]}); console.log(a.length)'")
