@@ -217,7 +217,9 @@ void* ScannerMain(void*) {
 
 // Starts this process's scanner once (the first hook call after the
 // runtime is up, or after a fork in the child), with every signal blocked
-// so it never takes one of the program's.
+// so it never takes one of the program's. Not retried if pthread_create
+// fails (EAGAIN): the charges then change only with madvise, munmap,
+// mremap and refused heap charges.
 void StartScanner() {
   if (g_scanner_started.load(std::memory_order_relaxed) ||
       g_scanner_started.exchange(true, std::memory_order_relaxed)) {
