@@ -10,7 +10,8 @@
 //   resident  the charge follows the touched pages: it reaches them
 //             within the scanner's period (polled for up to 30 s: the
 //             machine may be loaded), and falls at once after madvise and
-//             munmap.
+//             munmap; an mremap move carries it, a shrink gives back the
+//             cut pages' part.
 //   at-mmap   the whole region is charged from mmap to munmap.
 //   limit     (resident, UMEMCG_ENFORCE=1, UMEMCG_MAX=32M) touching 48 MiB
 //             is charged past the limit; then a new mmap fails with ENOMEM
@@ -107,6 +108,30 @@ static int Resident(void) {
         "charge did not fall to 8 MiB");
   (void)munmap(p, 64 * MIB);
   Show("munmap all");
+  Check(Mapped() < 2 * MIB, "munmap", "charge left after munmap");
+  // mremap: a move carries the charge, growth is charged when touched, a
+  // shrink gives back what the cut pages held.
+  p = mmap(NULL, 8 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+           -1, 0);
+  if (p == MAP_FAILED) return 1;
+  (void)madvise(p, 8 * MIB, MADV_NOHUGEPAGE);
+  Touch(p, 0, 8);
+  Check(WaitMapped(8, 10), "touch 8", "charge did not reach 8 MiB");
+  p = mremap(p, 8 * MIB, 32 * MIB, MREMAP_MAYMOVE);
+  if (p == MAP_FAILED) return 1;
+  (void)madvise(p, 32 * MIB, MADV_NOHUGEPAGE);
+  Show("mremap to 32 MiB");
+  Check(Mapped() >= 8 * MIB && Mapped() <= 10 * MIB, "mremap grow",
+        "charge not carried");
+  Touch(p, 8, 24);
+  Check(WaitMapped(24, 26), "touch 24", "growth not charged");
+  Show("touched 24 MiB");
+  p = mremap(p, 32 * MIB, 4 * MIB, 0);
+  if (p == MAP_FAILED) return 1;
+  Show("mremap to 4 MiB");
+  Check(Mapped() >= 4 * MIB && Mapped() <= 6 * MIB, "mremap shrink",
+        "charge did not fall to 4 MiB");
+  (void)munmap(p, 4 * MIB);
   Check(Mapped() < 2 * MIB, "munmap", "charge left after munmap");
   return 0;
 }
