@@ -141,7 +141,8 @@ typedef int (*umemcg_preload_write_file_fn)(const char*, const char*,
 /* Drains every per-CPU stock of the preload's controller (pages and
  * object bytes with their cached statistic deltas) and flushes the
  * statistics, so memory.current and memory.stat read next are exact at
- * quiescence. */
+ * quiescence. With UMEMCG_MAP_CHARGE=resident it first counts the
+ * mappings' resident pages again (the report does too). */
 int umemcg_preload_sync(void);
 typedef int (*umemcg_preload_sync_fn)(void);
 

@@ -176,6 +176,9 @@ int umemcg_preload_sync(void) {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) return ENODEV;
   HookGuard guard;
+  // The resident mode: the mappings' charge as of now, not as of the
+  // scanner's last period.
+  (void)umemcg::preload::RecountMappings();
   rt->controller->DrainAllStocks(rt->controller->root());
   rt->controller->FlushAllStats();
   return 0;
@@ -198,6 +201,8 @@ int umemcg_preload_report(int fd) {
     umemcg::Group& process = *rt->process;
     // First: reading them settles the charges a fork deferred.
     if (je) je_figures = umemcg::preload::GetJeHeapFigures(process);
+    // The resident mode: the mappings' charge as of now.
+    (void)umemcg::preload::RecountMappings();
     // The mappings' charge and its statistic read together: no mapping
     // hook, nor the resident mode's scanner, changes them meanwhile.
     umemcg::preload::MapTableLockForFork();

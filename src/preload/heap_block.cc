@@ -125,8 +125,7 @@ inline size_t RawRequest(size_t n) {
 [[gnu::noinline, gnu::cold]] bool ChargeRefused(ObjCgroup* owner,
                                                 uint64_t bytes,
                                                 ChargeFlags flags) {
-  if (RecountMappingsForCharge() &&
-      owner->Charge(Bytes(bytes), flags, kHeapItem).ok()) {
+  if (RecountMappings() && owner->Charge(Bytes(bytes), flags, kHeapItem).ok()) {
     return true;
   }
   // Relaxed: a statistic (CounterShard).

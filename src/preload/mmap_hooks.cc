@@ -545,7 +545,7 @@ void InitMapTable(bool resident, uint64_t scan_period_ms) {
   g_table.store(t, std::memory_order_release);
 }
 
-bool RecountMappingsForCharge() {
+bool RecountMappings() {
   if (!g_resident) return false;
   RangeTable* t = g_table.load(std::memory_order_acquire);
   if (t == nullptr) return false;

@@ -152,10 +152,11 @@ MapStats GetMapStats();
 // (MapTableLockForFork): read together with the anon statistic, the pair
 // is exact even while the resident mode's scanner runs.
 MapStats GetMapStatsLocked();
-// The resident mode: recounts every charged mapping's resident pages (a
-// charge was refused: released pages give their charge back first).
-// True when that lowered the mappings' charge. False at once otherwise.
-bool RecountMappingsForCharge();
+// The resident mode: recounts every charged mapping's resident pages now
+// (a charge was refused: released pages give their charge back first; a
+// reader wants current figures: umemcg_preload_sync, the report). True
+// when that lowered the mappings' charge. False at once otherwise.
+bool RecountMappings();
 // Fork handlers for the range table (runtime.cc registers them).
 // UMEMCG_PROFILE with SIGUSR2: the signal only raises a flag; the next
 // sampling decision (MaybeSample, every ~interval bytes allocated) writes
