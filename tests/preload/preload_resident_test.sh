@@ -7,7 +7,9 @@
 #    mode the charge follows the touched pages (within the scanner's
 #    period) and falls after MADV_DONTNEED and munmap; under
 #    UMEMCG_ENFORCE=1 UMEMCG_MAX=32M growth past the limit is charged and
-#    the next mmap and malloc are refused until pages are released; with
+#    the next mmap and malloc are refused until pages are released (and a
+#    refused malloc counts the mappings again, so pages released by a raw
+#    system call give their charge back without the scanner); with
 #    UMEMCG_MAP_CHARGE=at-mmap the whole mapping is charged from mmap to
 #    munmap, as before;
 #  - preload_fork_stress (8 threads mapping and allocating, the main
@@ -60,6 +62,9 @@ run_prog() {
 
 run_prog resident UMEMCG_MAP_CHARGE=resident UMEMCG_MAP_SCAN_MS=20
 run_prog limit UMEMCG_MAP_CHARGE=resident UMEMCG_MAP_SCAN_MS=20 \
+  UMEMCG_ENFORCE=1 UMEMCG_MAX=32M
+# The charge slow path: the scanner never runs (a day's period).
+run_prog slowpath UMEMCG_MAP_CHARGE=resident UMEMCG_MAP_SCAN_MS=86400000 \
   UMEMCG_ENFORCE=1 UMEMCG_MAX=32M
 run_prog at-mmap UMEMCG_MAP_CHARGE=at-mmap
 # The default: at-mmap (docs/preload.md says why).

@@ -17,8 +17,13 @@
 //             is charged past the limit; then a new mmap fails with ENOMEM
 //             and malloc(1 MiB) returns NULL; after MADV_DONTNEED of the
 //             region both succeed again.
+//   slowpath  (resident, UMEMCG_ENFORCE=1, UMEMCG_MAX=32M, no scanner run)
+//             a refused heap charge counts the mappings again, so pages
+//             released by a raw madvise system call give their charge back
+//             and the allocation succeeds.
 //
-// Usage: resident_prog resident|at-mmap|limit. Exit 0: every check held.
+// Usage: resident_prog resident|at-mmap|limit|slowpath. Exit 0: every
+// check held.
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -184,6 +190,36 @@ static int Limit(void) {
   return 0;
 }
 
+// The charge slow path's check (resident, UMEMCG_ENFORCE=1, UMEMCG_MAX=32M
+// and a scanner period longer than the run): pages released behind the
+// hooks' back (a raw madvise system call) give their charge back when a
+// heap charge is refused, and the charge then succeeds.
+static int SlowPath(void) {
+  umemcg_preload_sync_fn sync =
+      (umemcg_preload_sync_fn)dlsym(RTLD_DEFAULT, "umemcg_preload_sync");
+  char* p = mmap(NULL, 64 * MIB, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || sync == NULL) return 1;
+  (void)madvise(p, 64 * MIB, MADV_NOHUGEPAGE);
+  Touch(p, 0, 48);
+  sync();  // counts the pages now (the scanner will not run)
+  Show("touched 48 MiB, synced");
+  Check(Mapped() >= 48 * MIB, "sync", "touched pages not counted");
+  void* b = malloc(MIB);
+  Check(b == NULL, "malloc over max", "a heap block was not refused");
+  free(b);
+  (void)syscall(SYS_madvise, p, 48 * MIB, MADV_DONTNEED);
+  b = malloc(MIB);
+  Show("raw DONTNEED, malloc");
+  Check(b != NULL, "malloc after raw release",
+        "refused: released pages kept their charge");
+  Check(Mapped() < 2 * MIB, "malloc after raw release",
+        "released pages still charged");
+  free(b);
+  (void)munmap(p, 64 * MIB);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   get_stats = (umemcg_preload_get_stats_fn)dlsym(RTLD_DEFAULT,
                                                  "umemcg_preload_get_stats");
@@ -191,7 +227,7 @@ int main(int argc, char** argv) {
                                                  "umemcg_preload_read_file");
   if (argc != 2 || get_stats == NULL || read_file == NULL) {
     fprintf(stderr,
-            "usage: resident_prog resident|at-mmap|limit, "
+            "usage: resident_prog resident|at-mmap|limit|slowpath, "
             "under libumemcg-preload.so\n");
     return 2;
   }
@@ -199,6 +235,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "resident") == 0) r = Resident();
   if (strcmp(argv[1], "at-mmap") == 0) r = AtMmap();
   if (strcmp(argv[1], "limit") == 0) r = Limit();
+  if (strcmp(argv[1], "slowpath") == 0) r = SlowPath();
   if (r != 0) return r;
   printf("%s: %d failures\n", argv[1], failures);
   return failures == 0 ? 0 : 1;
