@@ -147,7 +147,8 @@ typedef int (*umemcg_preload_write_file_fn)(const char*, const char*,
 /* Drains every per-CPU stock of the preload's controller (pages and
  * object bytes with their cached statistic deltas) and flushes the
  * statistics, so memory.current and memory.stat read next are exact at
- * quiescence. */
+ * quiescence. With UMEMCG_MAP_CHARGE=resident it first counts the
+ * mappings' resident pages again (the report does too). */
 int umemcg_preload_sync(void);
 typedef int (*umemcg_preload_sync_fn)(void);
 
@@ -163,7 +164,10 @@ typedef int (*umemcg_preload_sync_fn)(void);
  * figures are 0 and the line ends with heap=jemalloc heap_charged_bytes=N
  * heap_active_bytes=N heap_dirty_bytes=N heap_unaccounted_bytes=N (the
  * "process" arena's charged, active and dirty pages, and jemalloc's
- * automatic arenas, charged to nothing). */
+ * automatic arenas, charged to nothing). With UMEMCG_MAP_CHARGE=resident
+ * it ends with map_charge=resident resident_forced=N (mapped_bytes are
+ * then the mappings' resident pages as last counted; resident_forced
+ * counts recounts whose growth was charged past a refused charge). */
 int umemcg_preload_report(int fd);
 
 #ifdef __cplusplus

@@ -186,6 +186,9 @@ int umemcg_preload_sync(void) {
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr) return ENODEV;
   HookGuard guard;
+  // The resident mode: the mappings' charge as of now, not as of the
+  // scanner's last period.
+  (void)umemcg::preload::RecountMappings();
   rt->controller->DrainAllStocks(rt->controller->root());
   rt->controller->FlushAllStats();
   return 0;
@@ -202,11 +205,17 @@ int umemcg_preload_report(int fd) {
   const bool je =
       umemcg::preload::g_heap_mode == umemcg::preload::kHeapJemalloc;
   umemcg::preload::JeHeapFigures je_figures{};
+  umemcg::preload::MapStats maps;
   {
     HookGuard guard;
     umemcg::Group& process = *rt->process;
     // First: reading them settles the charges a fork deferred.
     if (je) je_figures = umemcg::preload::GetJeHeapFigures(process);
+    // The resident mode: the mappings' charge as of now.
+    (void)umemcg::preload::RecountMappings();
+    // The mappings' charge and its statistic read together: no mapping
+    // hook, nor the resident mode's scanner, changes them meanwhile.
+    umemcg::preload::MapTableLockForFork();
     // Exact at quiescence: the object stocks' bytes and cached statistic
     // deltas are pushed out first (obj_cgroup.h).
     rt->controller->DrainAllStocks(process);
@@ -215,9 +224,13 @@ int umemcg_preload_report(int fd) {
     usage = process.usage().raw();
     peak = process.memory().watermark().raw();
     max_events = process.events(umemcg::MemoryEvent::kMax);
+    maps = umemcg::preload::GetMapStatsLocked();
+    umemcg::preload::MapTableUnlockAfterFork();
   }
   umemcg_preload_stats_t s;
   (void)umemcg_preload_get_stats(&s);
+  s.mapped_bytes = static_cast<int64_t>(maps.charged_bytes);
+  s.reserved_bytes = static_cast<int64_t>(maps.reserved_bytes);
   char line[768];
   const int n = std::snprintf(
       line, sizeof(line),
@@ -241,6 +254,15 @@ int umemcg_preload_report(int fd) {
                       " heap_active_bytes=%" PRId64 " heap_dirty_bytes=%" PRId64
                       " heap_unaccounted_bytes=%" PRId64 "\n",
                       f.charged, f.active, f.dirty, f.unaccounted);
+    if (m > 0) len = std::min<size_t>(len - 1 + m, sizeof(line) - 1);
+  }
+  if (maps.resident_mode) {
+    // UMEMCG_MAP_CHARGE=resident: mapped_bytes are resident pages;
+    // resident_forced counts growth charged past a refusal.
+    const int m =
+        std::snprintf(line + len - 1, sizeof(line) - len + 1,
+                      " map_charge=resident resident_forced=%" PRIu64 "\n",
+                      maps.resident_forced);
     if (m > 0) len = std::min<size_t>(len - 1 + m, sizeof(line) - 1);
   }
   return write(fd, line, len) < 0 ? errno : 0;

@@ -120,13 +120,25 @@ inline size_t RawRequest(size_t n) {
 
 // ---- Charging ----
 
+// A refused heap charge: in the resident mode, mappings whose pages were
+// released give their charge back first, and the charge is tried again.
+[[gnu::noinline, gnu::cold]] bool ChargeRefused(ObjCgroup* owner,
+                                                uint64_t bytes,
+                                                ChargeFlags flags) {
+  if (RecountMappings() && owner->Charge(Bytes(bytes), flags, kHeapItem).ok()) {
+    return true;
+  }
+  // Relaxed: a statistic (CounterShard).
+  MyShard().charge_failures.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 [[gnu::always_inline]] inline bool Charge(ObjCgroup* owner, uint64_t bytes,
                                           ChargeFlags flags) {
   HookGuard guard;
   const ChargeResult r = owner->Charge(Bytes(bytes), flags, kHeapItem);
   if (r.ok()) return true;
-  MyShard().charge_failures.fetch_add(1, std::memory_order_relaxed);
-  return false;
+  return ChargeRefused(owner, bytes, flags);
 }
 
 [[gnu::always_inline]] inline void Uncharge(ObjCgroup* owner, uint64_t bytes) {

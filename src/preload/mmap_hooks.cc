@@ -12,6 +12,19 @@
 // MAP_FIXED mapping over them, mremap shrinking or moving them), exactly.
 // docs/preload.md says why commit rather than residency, and the error.
 //
+// The resident mode (UMEMCG_MAP_CHARGE=resident) charges the same
+// mappings by their resident pages instead, as memcg charges a page when
+// it is faulted in: a new writable mapping is charged nothing; a scanner
+// thread recounts every owned piece with mincore() each period (and
+// charges or uncharges the difference); munmap, mremap and madvise
+// recount or uncharge the pieces they touch at once, and a refused heap
+// charge recounts everything before it gives up (released pages give
+// their charge back). The growth the scanner finds cannot be refused (the
+// pages exist): it is charged past memory.max if need be, and under
+// UMEMCG_ENFORCE the next mapping (mmap, mprotect to writable, mremap
+// growth, sbrk) is refused with ENOMEM while the group is at or over its
+// max, as heap charges are by the charge path itself.
+//
 // Not charged: file-backed and shared mappings (MAP_SHARED, memfd, SysV
 // shm), MAP_HUGETLB, and everything mapped without these entry points:
 // glibc's own malloc arenas and thread stacks (its internal __mmap; the
@@ -37,10 +50,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,6 +78,17 @@ pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
 alignas(RangeTable) unsigned char g_table_storage[sizeof(RangeTable)];
 std::atomic<RangeTable*> g_table{nullptr};
 std::atomic<uint64_t> g_map_charge_failures{0};
+// UMEMCG_MAP_CHARGE=resident, and the scanner's period. Set by
+// InitMapTable before the table is published (the hooks read them after
+// the acquire load of g_table), constant after.
+bool g_resident = false;
+uint64_t g_scan_period_ms = 100;
+// The scanner thread of this process was started (a forked child has
+// none: reset by MapForkChild). Relaxed loads: a flag tested before the
+// exchange that decides.
+std::atomic<bool> g_scanner_started{false};
+// Resident growth charged past a refusal (statistic; relaxed).
+std::atomic<uint64_t> g_resident_forced{0};
 
 class MapLock {
  public:
@@ -77,11 +103,15 @@ uintptr_t PageAlign(uintptr_t x) {
   return (x + page - 1) & ~(page - 1);
 }
 
+void StartScanner();
+
 // The table when mappings are tracked, else null (before the runtime is
 // up, or on a thread inside umemcg).
 RangeTable* Table() {
   if (tls_state.in_hook != 0) return nullptr;
-  return g_table.load(std::memory_order_acquire);
+  RangeTable* t = g_table.load(std::memory_order_acquire);
+  if (t != nullptr && g_resident) StartScanner();
+  return t;
 }
 
 // The group a new mapping of this thread is charged to (empty: nothing).
@@ -114,6 +144,100 @@ void Untrack(RangeTable& t, uintptr_t start, uintptr_t end) {
            [](Group& g, uint64_t pages) { UnchargePages(g, pages); });
 }
 
+// ---- The resident mode ----
+
+// A piece's charge settled against its resident pages (under the mutex):
+// growth is charged with the hooks' flags and, if refused, past the limit
+// (the pages exist); a fall is uncharged.
+uint64_t SettleResident(Group& g, uint64_t old, uint64_t now) {
+  if (now < old) {
+    UnchargePages(g, old - now);
+    return now;
+  }
+  // Not a refused allocation (charge_failures): the pages exist.
+  HookGuard guard;
+  const Pages grow(now - old);
+  if (!g.TryCharge(grow, g_charge_flags, kMapItem).ok()) {
+    // Relaxed: a statistic.
+    g_resident_forced.fetch_add(1, std::memory_order_relaxed);
+    (void)g.TryCharge(grow, kSettleFlags, kMapItem);
+  }
+  return now;
+}
+
+// Recounts the owned pieces overlapping [start, end) (under the mutex).
+void Recount(RangeTable& t, uintptr_t start, uintptr_t end) {
+  HookGuard guard;  // mincore's errors leave errno alone
+  t.Recount(start, end, SettleResident);
+}
+
+// Before an unmapping system call (under the mutex): the pieces are split
+// where the call ends while their pages can still be counted.
+void SplitFor(RangeTable& t, uintptr_t start, uintptr_t end) {
+  if (!g_resident) return;
+  HookGuard guard;
+  t.Split(start);
+  t.Split(end);
+}
+
+// Whether `g` and its ancestors are below their max (or nothing is
+// enforced): the resident mode admits a new writable mapping only then.
+// Recounts everything first when over (released pages give their charge
+// back). Under the mutex.
+bool Admit(RangeTable& t, Group& g) {
+  if (!g_enforce) return true;
+  auto over = [&g] {
+    for (const Group* p = &g; p != nullptr; p = p->parent()) {
+      if (p->usage() >= p->memory().max()) return true;
+    }
+    return false;
+  };
+  if (!over()) return true;
+  Recount(t, 0, UINTPTR_MAX);
+  if (!over()) return true;
+  // Relaxed: a statistic for the report.
+  g_map_charge_failures.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void* ScannerMain(void*) {
+  ++tls_state.in_hook;  // for its life: nothing it does is charged
+  const timespec period{static_cast<time_t>(g_scan_period_ms / 1000),
+                        static_cast<long>(g_scan_period_ms % 1000) * 1000000};
+  for (;;) {
+    timespec left = period;
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+    }
+    RangeTable* t = g_table.load(std::memory_order_acquire);
+    MapLock lock;
+    Recount(*t, 0, UINTPTR_MAX);
+  }
+  return nullptr;
+}
+
+// Starts this process's scanner once (the first hook call after the
+// runtime is up, or after a fork in the child), with every signal blocked
+// so it never takes one of the program's. Not retried if pthread_create
+// fails (EAGAIN): the charges then change only with madvise, munmap,
+// mremap and refused heap charges.
+void StartScanner() {
+  if (g_scanner_started.load(std::memory_order_relaxed) ||
+      g_scanner_started.exchange(true, std::memory_order_relaxed)) {
+    return;
+  }
+  HookGuard guard;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  (void)pthread_create(&thread, &attr, ScannerMain, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 uint64_t PagesOf(uintptr_t bytes) { return bytes / RangeTable::kPage; }
 
 bool AnonPrivate(int flags) {
@@ -136,7 +260,9 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   GroupRef owner = anon ? OwnerGroup() : GroupRef();
   const bool writable = anon && owner && (prot & PROT_WRITE) != 0;
   const uintptr_t plen = PageAlign(len);
-  const uint64_t pages = writable ? PagesOf(plen) : 0;
+  // Charged now: all its pages, or (resident mode) none yet.
+  const uint64_t pages = writable && !g_resident ? PagesOf(plen) : 0;
+  const uint64_t whole = g_resident ? 0 : RangeTable::kWhole;
   if (!fixed) {
     // The kernel picks a range no entry covers: map, then charge and
     // insert under the table's mutex (which the fork handlers take: a
@@ -146,7 +272,8 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     if (r == MAP_FAILED || !owner) return r;
     const auto start = reinterpret_cast<uintptr_t>(r);
     MapLock lock;
-    if (!ChargePages(*owner, pages, g_charge_flags)) {
+    if ((writable && g_resident && !Admit(*t, *owner)) ||
+        !ChargePages(*owner, pages, g_charge_flags)) {
       (void)syscall(SYS_munmap, r, len);
       errno = ENOMEM;
       return MAP_FAILED;
@@ -154,7 +281,7 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     // Entries there are stale (pages unmapped behind our back, by a raw
     // system call): the kernel handed the range out as free.
     Untrack(*t, start, start + plen);
-    t->Insert(start, start + plen, writable ? owner : GroupRef());
+    t->Insert(start, start + plen, writable ? owner : GroupRef(), whole);
     return r;
   }
   // MAP_FIXED replaces whatever [addr, addr + len) held. As the kernel
@@ -164,6 +291,11 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   // which cannot be refused, follows the kernel's answer.
   const auto start = reinterpret_cast<uintptr_t>(addr);
   MapLock lock;
+  if (writable && g_resident && !Admit(*t, *owner)) {
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  SplitFor(*t, start, start + plen);
   const bool before = pages > 0 && g_enforce;
   if (before) {
     const uint64_t old = t->ChargedPages(start, start + plen);
@@ -181,19 +313,39 @@ void* Map(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   }
   Untrack(*t, start, start + plen);
   if (pages > 0 && !before) (void)ChargePages(*owner, pages, kSettleFlags);
-  if (owner) t->Insert(start, start + plen, writable ? owner : GroupRef());
+  if (owner) {
+    t->Insert(start, start + plen, writable ? owner : GroupRef(), whole);
+  }
   return r;
 }
 
 int Unmap(void* addr, size_t len) {
   RangeTable* t = Table();
   if (t == nullptr) return static_cast<int>(syscall(SYS_munmap, addr, len));
+  const auto start = reinterpret_cast<uintptr_t>(addr);
   MapLock lock;
+  SplitFor(*t, start, start + PageAlign(len));
   const int r = static_cast<int>(syscall(SYS_munmap, addr, len));
-  if (r == 0) {
-    const auto start = reinterpret_cast<uintptr_t>(addr);
-    Untrack(*t, start, start + PageAlign(len));
-  }
+  if (r == 0) Untrack(*t, start, start + PageAlign(len));
+  return r;
+}
+
+// madvise (the resident mode): the pieces it touches are recounted after
+// the call (MADV_DONTNEED, MADV_REMOVE: their pages go at once;
+// MADV_FREE: when the kernel reclaims them, seen by the scanner; a
+// populating advice adds pages). Charged at mmap, nothing changes.
+int Advise(void* addr, size_t len, int advice) {
+  auto raw = [&] {
+    return static_cast<int>(syscall(SYS_madvise, addr, len, advice));
+  };
+  RangeTable* t = Table();
+  if (t == nullptr || !g_resident || len == 0) return raw();
+  const auto start = reinterpret_cast<uintptr_t>(addr);
+  MapLock lock;
+  const int r = raw();
+  // Even after a failure: the kernel applies madvise VMA by VMA and may
+  // have changed some before it failed.
+  Recount(*t, start, start + PageAlign(len));
   return r;
 }
 
@@ -219,8 +371,11 @@ int Protect(void* addr, size_t len, int prot, Syscall&& call) {
   GroupRef owner = reserved > 0 ? OwnerGroup() : GroupRef();
   if (!owner) return call(addr, len);
   // Enforcing: charged first (refused, nothing changes). Else charged for
-  // what the kernel changed, after.
-  if (g_enforce && !ChargePages(*owner, reserved, g_charge_flags)) {
+  // what the kernel changed, after. The resident mode charges nothing
+  // here (the pages are counted when touched) and only admits.
+  const uint64_t charge = g_resident ? 0 : reserved;
+  if ((g_resident && !Admit(*t, *owner)) ||
+      (g_enforce && !ChargePages(*owner, charge, g_charge_flags))) {
     errno = ENOMEM;
     return -1;
   }
@@ -234,7 +389,8 @@ int Protect(void* addr, size_t len, int prot, Syscall&& call) {
     changed += t->ReservedPages(at, next);
     at = next;
   }
-  if (at > start) t->ChargeReserved(start, at, owner);
+  if (at > start) t->ChargeReserved(start, at, owner, !g_resident);
+  if (g_resident) return r;
   // Under HookGuard: errno stays the failed call's.
   if (g_enforce) {
     UnchargePages(*owner, reserved - changed);
@@ -263,23 +419,36 @@ void* Remap(void* old_addr, size_t old_len, size_t new_len, int flags,
   const bool reserved_tail = tail != nullptr && !tail->owner;
   const uint64_t grow = new_plen > old_plen ? PagesOf(new_plen - old_plen) : 0;
   GroupRef owner;
+  // Charged for the growth: the pages, or (resident mode) none yet.
+  const uint64_t charge = g_resident ? 0 : grow;
   if (charged_tail && grow > 0) {
     owner = OwnerGroup();
     if (!owner) owner = tail->owner;
     // Enforcing: charged first (refused, nothing changes). Else after the
     // kernel grew the mapping (a growth it refuses is never charged).
-    if (g_enforce && !ChargePages(*owner, grow, g_charge_flags)) {
+    if ((g_resident && !Admit(*t, *owner)) ||
+        (g_enforce && !ChargePages(*owner, charge, g_charge_flags))) {
       errno = ENOMEM;
       return MAP_FAILED;
     }
   }
   tail = nullptr;  // entries move below
+  const uint64_t whole = g_resident ? 0 : RangeTable::kWhole;
+  // The pieces are split where the call cuts them (resident mode).
+  SplitFor(*t, old_start, old_start + old_plen);
+  if (new_plen < old_plen) {
+    SplitFor(*t, old_start + new_plen, old_start + old_plen);
+  }
+  if ((flags & MREMAP_FIXED) != 0) {
+    const auto dest = reinterpret_cast<uintptr_t>(new_addr);
+    SplitFor(*t, dest, dest + new_plen);
+  }
   void* r = raw();
   if (r == MAP_FAILED) {
-    if (owner && g_enforce) UnchargePages(*owner, grow);
+    if (owner && g_enforce) UnchargePages(*owner, charge);
     return r;
   }
-  if (owner && !g_enforce) (void)ChargePages(*owner, grow, kSettleFlags);
+  if (owner && !g_enforce) (void)ChargePages(*owner, charge, kSettleFlags);
   const auto new_start = reinterpret_cast<uintptr_t>(r);
   const uintptr_t kept = std::min(old_plen, new_plen);
   if (new_plen < old_plen)
@@ -295,15 +464,18 @@ void* Remap(void* old_addr, size_t old_len, size_t new_len, int flags,
       // charges both): charged again to the thread's group.
       GroupRef again = OwnerGroup();
       if (again && charged_tail) {
-        (void)ChargePages(*again, PagesOf(kept), kSettleFlags);
-        t->Insert(old_start, old_start + kept, again);
+        // Emptied: resident in none of its pages (resident mode).
+        if (!g_resident) {
+          (void)ChargePages(*again, PagesOf(kept), kSettleFlags);
+        }
+        t->Insert(old_start, old_start + kept, again, whole);
       } else {
         t->Insert(old_start, old_start + kept, GroupRef());
       }
     }
   }
   if (grow > 0 && (owner || reserved_tail)) {
-    t->Insert(new_start + old_plen, new_start + new_plen, owner);
+    t->Insert(new_start + old_plen, new_start + new_plen, owner, whole);
   }
   return r;
 }
@@ -317,6 +489,8 @@ void* Sbrk(intptr_t delta) {
   if (t == nullptr || delta == 0) return __sbrk(delta);
   MapLock lock;
   if (delta < 0) {
+    const auto cur = reinterpret_cast<uintptr_t>(__sbrk(0));
+    SplitFor(*t, PageAlign(cur + delta), PageAlign(cur));
     void* r = __sbrk(delta);
     if (r != reinterpret_cast<void*>(-1)) {
       const auto old_brk = reinterpret_cast<uintptr_t>(r);
@@ -328,10 +502,13 @@ void* Sbrk(intptr_t delta) {
   if (!owner) return __sbrk(delta);
   // Enforcing: charged first (refused, the break stays). Else charged
   // after the kernel moved the break (a move it refuses is never charged).
+  // The resident mode charges nothing here and only admits.
   const auto cur = reinterpret_cast<uintptr_t>(__sbrk(0));
-  const uint64_t pages =
-      g_enforce ? PagesOf(PageAlign(cur + delta) - PageAlign(cur)) : 0;
-  if (!ChargePages(*owner, pages, g_charge_flags)) {
+  const uint64_t pages = g_enforce && !g_resident
+                             ? PagesOf(PageAlign(cur + delta) - PageAlign(cur))
+                             : 0;
+  if ((g_resident && !Admit(*t, *owner)) ||
+      !ChargePages(*owner, pages, g_charge_flags)) {
     errno = ENOMEM;
     return reinterpret_cast<void*>(-1);
   }
@@ -346,30 +523,56 @@ void* Sbrk(intptr_t delta) {
   const auto old_brk = reinterpret_cast<uintptr_t>(r);
   const uintptr_t lo = PageAlign(old_brk);
   const uintptr_t hi = PageAlign(old_brk + delta);
-  const uint64_t actual = PagesOf(hi - lo);
+  const uint64_t actual = g_resident ? 0 : PagesOf(hi - lo);
   if (actual > pages) (void)ChargePages(*owner, actual - pages, kSettleFlags);
   if (actual < pages) UnchargePages(*owner, pages - actual);
   if (hi > lo) {
     Untrack(*t, lo, hi);  // stale entries, as in Map()
-    t->Insert(lo, hi, owner);
+    t->Insert(lo, hi, owner, g_resident ? 0 : RangeTable::kWhole);
   }
   return r;
 }
 
 }  // namespace
 
-void InitMapTable() {
+void InitMapTable(bool resident, uint64_t scan_period_ms) {
   MapLock lock;
   if (g_table.load(std::memory_order_relaxed) != nullptr) return;
-  g_table.store(new (g_table_storage) RangeTable, std::memory_order_release);
+  g_resident = resident;
+  g_scan_period_ms = scan_period_ms > 0 ? scan_period_ms : 1;
+  auto* t = new (g_table_storage) RangeTable;
+  if (resident) t->set_resident_counter(CountResidentPages);
+  g_table.store(t, std::memory_order_release);
+}
+
+bool RecountMappings() {
+  if (!g_resident) return false;
+  RangeTable* t = g_table.load(std::memory_order_acquire);
+  if (t == nullptr) return false;
+  MapLock lock;
+  const uint64_t before = t->charged_pages();
+  Recount(*t, 0, UINTPTR_MAX);
+  return t->charged_pages() < before;
+}
+
+void MapForkChild() {
+  // The scanner thread was not copied: the child's first hook call
+  // starts its own. Relaxed: the child has one thread.
+  g_scanner_started.store(false, std::memory_order_relaxed);
 }
 
 MapStats GetMapStats() {
+  MapLock lock;
+  return GetMapStatsLocked();
+}
+
+MapStats GetMapStatsLocked() {
   MapStats s{};
   s.charge_failures = g_map_charge_failures.load(std::memory_order_relaxed);
+  s.resident_forced = g_resident_forced.load(std::memory_order_relaxed);
+  s.resident_mode = g_resident;
   RangeTable* t = g_table.load(std::memory_order_acquire);
   if (t == nullptr) return s;
-  MapLock lock;
   s.charged_bytes = t->charged_pages() * RangeTable::kPage;
   s.reserved_bytes = t->reserved_pages() * RangeTable::kPage;
   s.ranges = t->size();
@@ -393,6 +596,10 @@ void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off)
     __attribute__((alias("mmap")));
 
 int munmap(void* addr, size_t len) { return umemcg::preload::Unmap(addr, len); }
+
+int madvise(void* addr, size_t len, int advice) {
+  return umemcg::preload::Advise(addr, len, advice);
+}
 
 int mprotect(void* addr, size_t len, int prot) {
   return umemcg::preload::Protect(addr, len, prot, [&](void* a, size_t n) {

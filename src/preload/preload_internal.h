@@ -192,8 +192,19 @@ struct MapStats {
   uint64_t reserved_bytes;  // tracked, not charged (PROT_NONE, read-only)
   uint64_t ranges;          // table entries
   uint64_t charge_failures;
+  uint64_t resident_forced;  // resident growth charged past a refusal
+  bool resident_mode;        // UMEMCG_MAP_CHARGE=resident
 };
 MapStats GetMapStats();
+// The same, with the range table's mutex already held by the caller
+// (MapTableLockForFork): read together with the anon statistic, the pair
+// is exact even while the resident mode's scanner runs.
+MapStats GetMapStatsLocked();
+// The resident mode: recounts every charged mapping's resident pages now
+// (a charge was refused: released pages give their charge back first; a
+// reader wants current figures: umemcg_preload_sync, the report). True
+// when that lowered the mappings' charge. False at once otherwise.
+bool RecountMappings();
 // Fork handlers for the range table (runtime.cc registers them).
 // UMEMCG_PROFILE with SIGUSR2: the signal only raises a flag; the next
 // sampling decision (MaybeSample, every ~interval bytes allocated) writes
@@ -204,6 +215,9 @@ void WriteRequestedProfile();
 
 void MapTableLockForFork();
 void MapTableUnlockAfterFork();
+// In the child, after MapTableUnlockAfterFork: the resident mode's
+// scanner thread is started again by the child's first hook call.
+void MapForkChild();
 
 }  // namespace umemcg::preload
 

@@ -70,15 +70,44 @@ void PoolFree(void* p, size_t bytes) {
   pool.free = c;
 }
 
+uint64_t CountResidentPages(uintptr_t start, uintptr_t end) {
+  // One byte per page, in chunks of 16 MiB of address space.
+  constexpr uintptr_t kChunkPages = 4096;
+  unsigned char vec[kChunkPages];
+  uint64_t resident = 0;
+  for (uintptr_t at = start; at < end;) {
+    const uintptr_t n =
+        std::min<uintptr_t>((end - at) / RangeTable::kPage, kChunkPages);
+    if (syscall(SYS_mincore, at, n * RangeTable::kPage, vec) == 0) {
+      for (uintptr_t i = 0; i < n; ++i) resident += vec[i] & 1;
+    } else if (n > 1) {
+      // Part of the chunk is not mapped (ENOMEM): page by page, so the
+      // mapped part still counts.
+      for (uintptr_t i = 0; i < n; ++i) {
+        if (syscall(SYS_mincore, at + i * RangeTable::kPage, RangeTable::kPage,
+                    vec) == 0) {
+          resident += vec[0] & 1;
+        }
+      }
+    }
+    at += n * RangeTable::kPage;
+  }
+  return resident;
+}
+
 void RangeTable::Count(const Range& r, uintptr_t start, int sign) {
-  const uint64_t pages = (r.end - start) / kPage;
+  const uint64_t pages = r.owner ? r.charged : (r.end - start) / kPage;
   uint64_t& counter = r.owner ? charged_pages_ : reserved_pages_;
   counter += sign > 0 ? pages : -pages;
 }
 
-void RangeTable::Insert(uintptr_t start, uintptr_t end, GroupRef owner) {
+void RangeTable::Insert(uintptr_t start, uintptr_t end, GroupRef owner,
+                        uint64_t charged) {
   if (start >= end) return;
-  auto [it, inserted] = map_.emplace(start, Range{end, std::move(owner)});
+  const uint64_t pages = (end - start) / kPage;
+  charged = !owner ? 0 : std::min(charged, pages);
+  auto [it, inserted] =
+      map_.emplace(start, Range{end, std::move(owner), charged});
   if (inserted) Count(it->second, start, +1);
 }
 
@@ -88,8 +117,25 @@ void RangeTable::SplitAt(uintptr_t addr) {
   --it;
   if (it->first >= addr || it->second.end <= addr) return;
   // [first, addr) stays; [addr, end) becomes its own entry, same owner.
-  Range tail{it->second.end, it->second.owner};
-  it->second.end = addr;
+  // The charge is divided: a whole piece's halves are whole; a partly
+  // charged piece's head keeps what its resident pages account for (by
+  // position without a counter), the tail the rest; neither more than
+  // its size. The total stays what was charged.
+  Range& r = it->second;
+  const uint64_t head_pages = (addr - it->first) / kPage;
+  const uint64_t tail_pages = (r.end - addr) / kPage;
+  uint64_t head = 0;
+  if (r.charged >= head_pages + tail_pages) {
+    head = head_pages;
+  } else if (r.charged > 0) {
+    const uint64_t guess =
+        resident_ != nullptr ? resident_(it->first, addr) : head_pages;
+    head = std::min({r.charged, head_pages, guess});
+    if (r.charged - head > tail_pages) head = r.charged - tail_pages;
+  }
+  Range tail{r.end, r.owner, r.charged - head};
+  r.end = addr;
+  r.charged = head;
   map_.emplace_hint(std::next(it), addr, std::move(tail));
 }
 
@@ -130,7 +176,7 @@ uintptr_t RangeTable::NextReservedBoundary(uintptr_t at, uintptr_t end) const {
 }
 
 void RangeTable::ChargeReserved(uintptr_t start, uintptr_t end,
-                                const GroupRef& owner) {
+                                const GroupRef& owner, bool whole) {
   SplitAt(start);
   SplitAt(end);
   for (auto it = map_.lower_bound(start); it != map_.end() && it->first < end;
@@ -138,6 +184,7 @@ void RangeTable::ChargeReserved(uintptr_t start, uintptr_t end,
     if (it->second.owner) continue;
     Count(it->second, it->first, -1);
     it->second.owner = owner;
+    it->second.charged = whole ? (it->second.end - it->first) / kPage : 0;
     Count(it->second, it->first, +1);
   }
 }
@@ -156,7 +203,8 @@ void RangeTable::Move(uintptr_t start, uintptr_t end, intptr_t delta) {
   Map moved;
   auto it = map_.lower_bound(start);
   while (it != map_.end() && it->first < end) {
-    Range r{it->second.end + delta, std::move(it->second.owner)};
+    Range r{it->second.end + delta, std::move(it->second.owner),
+            it->second.charged};
     moved.emplace(it->first + delta, std::move(r));
     it = map_.erase(it);
   }

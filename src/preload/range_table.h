@@ -1,10 +1,18 @@
 // Copyright 2026 The umemcg Authors. SPDX-License-Identifier: Apache-2.0
 //
 // RangeTable: the private anonymous mappings the preload tracks, as
-// disjoint page-aligned address ranges, each either charged (to the group
-// it holds a reference to) or only reserved (PROT_NONE or read-only, not
-// charged until made writable). Kernel counterpart: the VM_ACCOUNT flag of
-// the process's VMAs (mm/mmap.c, mm/mprotect.c, mm/mremap.c).
+// disjoint page-aligned address ranges, each either owned (charged to the
+// group it holds a reference to) or only reserved (PROT_NONE or read-only,
+// not charged until made writable). Kernel counterpart: the VM_ACCOUNT
+// flag of the process's VMAs (mm/mmap.c, mm/mprotect.c, mm/mremap.c).
+//
+// An owned piece carries the pages charged for it: all of its pages when
+// mappings are charged at mmap (UMEMCG_MAP_CHARGE=at-mmap), or its
+// resident pages as last counted (UMEMCG_MAP_CHARGE=resident; the counter
+// given to set_resident_counter, mincore()). The table's charged total is
+// always the sum of its pieces' charges: splitting a piece divides its
+// charge between the halves (by their resident pages when a counter is
+// set), so what Remove hands back is exactly what was charged.
 //
 // Memory. Nodes come from a free list carved out of pages mapped with the
 // raw mmap system call, never from malloc (the table is used inside the
@@ -48,20 +56,33 @@ struct PoolAllocator {
   }
 };
 
+// The resident pages of [start, end) (page-aligned), by mincore(); pages
+// of any part that is not mapped count as not resident.
+uint64_t CountResidentPages(uintptr_t start, uintptr_t end);
+
 class RangeTable {
  public:
   struct Range {
     uintptr_t end;
-    GroupRef owner;  // null: reserved, not charged
+    GroupRef owner;    // null: reserved, not charged
+    uint64_t charged;  // pages charged to owner (0 when reserved)
   };
 
-  // Adds [start, end), which no entry overlaps, charged to `owner` (null:
-  // reserved).
-  void Insert(uintptr_t start, uintptr_t end, GroupRef owner);
+  // Counts the resident pages of [start, end) (page-aligned).
+  using ResidentCounter = uint64_t (*)(uintptr_t start, uintptr_t end);
+
+  // `charged` of Insert: every page of the range.
+  static constexpr uint64_t kWhole = ~uint64_t{0};
+
+  // Adds [start, end), which no entry overlaps, owned by `owner` (null:
+  // reserved) with `charged` of its pages charged (kWhole: all).
+  void Insert(uintptr_t start, uintptr_t end, GroupRef owner,
+              uint64_t charged = kWhole);
 
   // Removes [start, end) from the table, splitting entries that straddle
-  // its bounds; calls `charged(Group&, pages)` for each charged piece
-  // removed, before dropping the piece's reference.
+  // its bounds; calls `charged(Group&, pages)` for each owned piece
+  // removed, with the pages charged for it (perhaps 0), before dropping
+  // the piece's reference.
   template <class Fn>
   void Remove(uintptr_t start, uintptr_t end, Fn&& charged) {
     SplitAt(start);
@@ -69,21 +90,51 @@ class RangeTable {
     auto it = map_.lower_bound(start);
     while (it != map_.end() && it->first < end) {
       Count(it->second, it->first, -1);
-      if (it->second.owner) {
-        charged(*it->second.owner, (it->second.end - it->first) / kPage);
-      }
+      if (it->second.owner) charged(*it->second.owner, it->second.charged);
       it = map_.erase(it);
     }
   }
 
-  // Pages of [start, end) tracked and not charged / charged.
+  // Pages of [start, end) tracked and reserved / owned (whatever their
+  // pieces' charge).
   uint64_t ReservedPages(uintptr_t start, uintptr_t end) const;
   uint64_t ChargedPages(uintptr_t start, uintptr_t end) const;
   // The first address in (at, end] where reserved pages begin or end
   // (`end` if none): [at, result) is all reserved or all not.
   uintptr_t NextReservedBoundary(uintptr_t at, uintptr_t end) const;
-  // Marks every reserved piece of [start, end) charged to `owner`.
-  void ChargeReserved(uintptr_t start, uintptr_t end, const GroupRef& owner);
+  // Marks every reserved piece of [start, end) owned by `owner`, with all
+  // its pages charged (whole) or none (the resident mode).
+  void ChargeReserved(uintptr_t start, uintptr_t end, const GroupRef& owner,
+                      bool whole = true);
+
+  // The resident mode: recounts every owned piece that overlaps [start,
+  // end) (whole pieces) with the counter and calls
+  // `settle(Group&, old_pages, resident_pages)`, which charges or
+  // uncharges the difference and returns the piece's new charge (the
+  // resident count, or what it could charge). Needs a counter.
+  template <class Fn>
+  void Recount(uintptr_t start, uintptr_t end, Fn&& settle) {
+    auto it = map_.upper_bound(start);
+    if (it != map_.begin()) --it;
+    for (; it != map_.end() && it->first < end; ++it) {
+      Range& r = it->second;
+      if (!r.owner || r.end <= start) continue;
+      const uint64_t now = resident_(it->first, r.end);
+      if (now == r.charged) continue;
+      const uint64_t set = settle(*r.owner, r.charged, now);
+      charged_pages_ += set - r.charged;
+      r.charged = set;
+    }
+  }
+  // Sets the counter that divides a partly charged piece when it is split
+  // and that Recount uses (null: divided by position, none for Recount).
+  void set_resident_counter(ResidentCounter c) { resident_ = c; }
+
+  // Splits the entry holding `addr` so that one starts there (nothing if
+  // one does or none holds it). Done before an unmapping system call in
+  // the resident mode, so the charge is divided while the pages can still
+  // be counted.
+  void Split(uintptr_t addr) { SplitAt(addr); }
 
   // The entry holding the page at `addr`, or null.
   const Range* Find(uintptr_t addr) const;
@@ -94,6 +145,7 @@ class RangeTable {
 
   static constexpr uintptr_t kPage = 4096;
 
+  // Pages charged for the owned pieces (the sum of their charges).
   uint64_t charged_pages() const { return charged_pages_; }
   uint64_t reserved_pages() const { return reserved_pages_; }
   uint64_t size() const { return map_.size(); }
@@ -107,7 +159,8 @@ class RangeTable {
   uint64_t PagesIn(uintptr_t start, uintptr_t end, bool charged) const;
   void Count(const Range& r, uintptr_t start, int sign);
 
-  Map map_;  // start -> {end, owner}
+  Map map_;  // start -> {end, owner, charged}
+  ResidentCounter resident_ = nullptr;
   uint64_t charged_pages_ = 0;
   uint64_t reserved_pages_ = 0;
 };

@@ -64,7 +64,7 @@ namespace umemcg::preload {
 // hooks.cc / mmap_hooks.cc.
 void SetMmapThreshold(size_t bytes);
 void SetMmapMax(long max);
-void InitMapTable();
+void InitMapTable(bool resident, uint64_t scan_period_ms);
 
 std::atomic<Runtime*> g_runtime{nullptr};
 
@@ -218,6 +218,35 @@ void StartOps(Runtime& rt, const char* env, const std::string& value,
     Warn("umemcg-preload: %s=%s %s: %s\n", env, value.c_str(), failed,
          message[0] != '\0' ? message : std::strerror(err));
   }
+}
+
+// ---- How anonymous mappings are charged (mmap_hooks.cc) ----
+
+// UMEMCG_MAP_CHARGE: "at-mmap" (all pages when mapped) or "resident"
+// (pages resident, recounted). True for resident.
+bool ReadMapCharge() {
+  constexpr bool kDefaultResident = false;
+  const char* v = std::getenv("UMEMCG_MAP_CHARGE");
+  if (v == nullptr || *v == '\0') return kDefaultResident;
+  if (std::strcmp(v, "resident") == 0) return true;
+  if (std::strcmp(v, "at-mmap") == 0) return false;
+  Warn("umemcg-preload: ignoring UMEMCG_MAP_CHARGE=%s (at-mmap or resident)\n",
+       v);
+  return kDefaultResident;
+}
+
+// UMEMCG_MAP_SCAN_MS: the resident mode's recount period (default 100).
+uint64_t ReadScanPeriodMs() {
+  constexpr uint64_t kDefault = 100;
+  const char* v = std::getenv("UMEMCG_MAP_SCAN_MS");
+  if (v == nullptr || *v == '\0') return kDefault;
+  char* end = nullptr;
+  const unsigned long long ms = std::strtoull(v, &end, 10);
+  if (end == v || *end != '\0' || ms == 0) {
+    Warn("umemcg-preload: ignoring UMEMCG_MAP_SCAN_MS=%s (milliseconds)\n", v);
+    return kDefault;
+  }
+  return ms;
 }
 
 // ---- glibc's allocator settings the hooks size blocks by ----
@@ -411,6 +440,7 @@ void ForkParent() {
 void ForkChild() {
   if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->mu.unlock();
   MapTableUnlockAfterFork();
+  MapForkChild();
   HeapForkChild();
 }
 
@@ -483,7 +513,7 @@ void Init() {
            "not mounted");
   StartOps(*rt, "UMEMCG_METRICS", metrics_address, UMEMCG_PRELOAD_OPS_METRICS,
            "not served");
-  InitMapTable();
+  InitMapTable(ReadMapCharge(), ReadScanPeriodMs());
   InitHeapFork();
   InitThreads();
   g_runtime.store(rt, std::memory_order_release);
