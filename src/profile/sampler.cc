@@ -20,14 +20,14 @@
 //
 // Tables. Everything lives in memory mapped by this file (never malloc: the
 // preload calls in from inside malloc), under one mutex, taken only on the
-// slow path, by frees of sampled blocks, by readers and when an objcg is
-// freed. Sites (an owner objcg and a stack) hold the cumulative and in-use
-// values; records (one per live sampled block) map a block's address to
-// its site and weights. A site holds no reference on its objcg: the
-// objcg's free (Controller::FreeObjCgroup) drops its sites, after adding
-// their cumulative values to the sites of the objcg that inherits its
-// charges (its nearest online ancestor's), so a removed group's history
-// stays in its ancestors' profiles after its objcg is gone.
+// slow path, by frees of sampled blocks, by readers, when an objcg is
+// freed, and by the fork handlers across fork() (sampler.h). Sites (an owner
+// objcg and a stack) hold the cumulative and in-use values; records (one per
+// live sampled block) map a block's address to its site and weights. A site
+// holds no reference on its objcg: the objcg's free (Controller::FreeObjCgroup)
+// drops its sites, after adding their cumulative values to the sites of the
+// objcg that inherits its charges (its nearest online ancestor's), so a removed
+// group's history stays in its ancestors' profiles after its objcg is gone.
 
 #include "profile/sampler.h"
 
