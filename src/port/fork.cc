@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "profile/sampler.h"
 #include "umemcg/check.h"
 
 namespace umemcg::internal {
@@ -29,10 +30,15 @@ struct ForkRegistry {
     for (ForkParticipant* p = head; p != nullptr; p = p->next_) {
       p->PrepareFork();
     }
+    // The heap profiler's mutex: after every participant's locks (a
+    // controller's reap holds its reap lock while it drops a freed objcg's
+    // profile sites), before the stripes.
+    profile::PrepareFork();
     for (std::mutex& m : stripes) m.lock();
   }
   static void Parent() {
     for (std::mutex& m : stripes) m.unlock();
+    profile::ParentAfterFork();
     for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
       p->ParentAfterFork();
     }
@@ -43,6 +49,7 @@ struct ForkRegistry {
     generation.fetch_add(1, std::memory_order_relaxed);
     // Locked by this same thread in Prepare (the child's copies of them).
     for (std::mutex& m : stripes) m.unlock();
+    profile::ChildAfterFork();
     for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
       p->ChildAfterFork();
     }

@@ -24,6 +24,9 @@
 //    it in the child: the owner makes sure no thread modifies that data at
 //    fork time by some other lock the prepare handler takes.
 //
+// After every participant, the handlers take (and release) the heap
+// profiler's mutex (profile/sampler.h), then the shared_ptr stripes below.
+//
 // The child's handlers run before fork() returns there; like everything in
 // a child of a multi-threaded process until exec, they allocate nothing
 // and start no thread. Work that needs more (restarting a helper thread,

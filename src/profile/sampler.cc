@@ -20,14 +20,14 @@
 //
 // Tables. Everything lives in memory mapped by this file (never malloc: the
 // preload calls in from inside malloc), under one mutex, taken only on the
-// slow path, by frees of sampled blocks, by readers and when an objcg is
-// freed. Sites (an owner objcg and a stack) hold the cumulative and in-use
-// values; records (one per live sampled block) map a block's address to
-// its site and weights. A site holds no reference on its objcg: the
-// objcg's free (Controller::FreeObjCgroup) drops its sites, after adding
-// their cumulative values to the sites of the objcg that inherits its
-// charges (its nearest online ancestor's), so a removed group's history
-// stays in its ancestors' profiles after its objcg is gone.
+// slow path, by frees of sampled blocks, by readers, when an objcg is
+// freed, and by the fork handlers across fork() (sampler.h). Sites (an owner
+// objcg and a stack) hold the cumulative and in-use values; records (one per
+// live sampled block) map a block's address to its site and weights. A site
+// holds no reference on its objcg: the objcg's free (Controller::FreeObjCgroup)
+// drops its sites, after adding their cumulative values to the sites of the
+// objcg that inherits its charges (its nearest online ancestor's), so a removed
+// group's history stays in its ancestors' profiles after its objcg is gone.
 
 #include "profile/sampler.h"
 
@@ -198,23 +198,6 @@ uint64_t Mix(uint64_t x) {
 
 uint64_t BlockKey(const Record* r) { return Mix(r->block); }
 uint64_t SiteKey(const Site* s) { return s->hash; }
-
-// In a fork child: the profile starts empty. The parent's tables stay
-// mapped and unreferenced (copies of its pages); the objcg references they
-// hold are the parent's business.
-void ForkChild() {
-  pthread_mutex_init(&g_mu, nullptr);
-  g_sites = {};
-  g_records = {};
-  g_free_records = nullptr;
-  g_free_sites = nullptr;
-  g_arena = nullptr;
-  g_arena_left = 0;
-  g_live = 0;
-}
-
-pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-void RegisterAtFork() { pthread_atfork(nullptr, nullptr, ForkChild); }
 
 // ---- Random numbers ----
 
@@ -518,6 +501,28 @@ void ReleaseRecordLocked(Record* r) {
 
 }  // namespace
 
+// ---- Fork (port/fork.cc calls these) ----
+
+void PrepareFork() { pthread_mutex_lock(&g_mu); }
+
+void ParentAfterFork() { pthread_mutex_unlock(&g_mu); }
+
+// The child's copy of g_mu was taken by this thread in PrepareFork (so no
+// table or rate is half updated here). The profile starts empty in the
+// child; the rates stay. The parent's tables stay mapped and unreferenced
+// (copies of its pages); the objcg references they hold are the parent's
+// business.
+void ChildAfterFork() {
+  pthread_mutex_unlock(&g_mu);
+  g_sites = {};
+  g_records = {};
+  g_free_records = nullptr;
+  g_free_sites = nullptr;
+  g_arena = nullptr;
+  g_arena_left = 0;
+  g_live = 0;
+}
+
 bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
                 const void* entry_return) {
   ThreadSampler& t = tls_sampler;
@@ -565,7 +570,6 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
   }
   if (sampled) {
     nframes = CaptureStack(frames, entry_return);
-    pthread_once(&g_atfork_once, RegisterAtFork);
     const double p =
         OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
     const double weight = p > 0 ? 1.0 / p : 1.0;

@@ -64,6 +64,17 @@ void ForgetController(const Controller* controller);
 // REQUIRES: heir stays alive until this returns.
 void ForgetObjCgroup(const ObjCgroup* objcg, ObjCgroup* heir);
 
+// The fork handlers of the profiler's one mutex, called by the process's
+// fork handlers (port/fork.cc) after every participant's PrepareFork and
+// before their after-fork handlers: the mutex is the innermost lock but
+// for the shared_ptr stripes (its holders wait for no other umemcg lock).
+// Registered with the first controller, before any sampling or rate can take
+// the mutex, so a fork child never finds it held by a thread of the parent. The
+// child starts with an empty profile (its rates are kept).
+void PrepareFork();
+void ParentAfterFork();
+void ChildAfterFork();
+
 }  // namespace profile
 }  // namespace umemcg
 

@@ -18,8 +18,9 @@
 #  - a C++ program's operator new throws std::bad_alloc under 64M (and
 #    not before 150 MiB under 256M); the malloc family's rules in the mode;
 #  - fork: 100 children forked while 4 threads allocate, every one exits
-#    and reports exactly (anon == mapped + the arena's charged pages), and
-#    python3's multiprocessing pool.
+#    and reports exactly (anon == mapped + the arena's charged pages), the
+#    same forks in the header mode with jemalloc loaded (every child
+#    exits), and python3's multiprocessing pool.
 # Usage: preload_jemalloc_test.sh <libumemcg-preload.so> <preload_jemalloc_prog>
 #        <libjemalloc.so.2>
 # Exit: 0 pass, 1 fail, 77 skipped (no python3).
@@ -167,6 +168,13 @@ done <"$WORK/reports"
 reports=$(grep -c . "$WORK/reports")
 echo "fork: $reports reports, $bad inexact"
 [[ $reports == 101 ]] || fail "fork: $reports reports, expected 101"
+# The header mode with jemalloc loaded behind it (never called): the same
+# forks, every child exits (they used to hang now and then on the heap
+# profiler's mutex, held at the fork by a thread of the parent).
+out=$(timeout 600 env LD_PRELOAD="$LIB $JE" "$PROG" fork 100 2>&1)
+rc=$?
+echo "fork (header mode, jemalloc loaded): $out"
+[[ $rc == 0 ]] || fail "fork (header mode, jemalloc loaded) exited $rc: $out"
 out=$(timeout 300 env LD_PRELOAD="$LIB $JE" UMEMCG_HEAP=jemalloc "$PY" -c '
 import multiprocessing as mp
 def f(x): return sum(range(x * 1000))
