@@ -248,6 +248,7 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
   std::thread worker([&] {
     uint64_t held = 0;
     while (!done.load(std::memory_order_relaxed)) {
+      // Relaxed: a phase flag; seeing it a moment late changes nothing.
       const int outage = sh.outage.load(std::memory_order_relaxed);
       if (role == Role::kBig && outage != 0) {
         std::this_thread::sleep_for(milliseconds(1));  // holds its pages
@@ -503,6 +504,7 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
     // Before the kill, Redis was never over max (checked below).
     const uint64_t before = worst_redis_over;
     sv.master->Kill(SIGKILL);
+    // Relaxed: a phase flag (see the node's worker).
     sh->outage.store(1, std::memory_order_relaxed);
     paused = true;
     run_for(milliseconds(kAofRiseMs));
