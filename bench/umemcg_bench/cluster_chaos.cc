@@ -23,12 +23,39 @@
 //                  cycles 0..100 pages (not 600), so the excess is
 //                  reclaimable: the nodes must bring the cluster back
 //                  under max by themselves (back_under_ms)
+//   restart-aof-over
+//                  over max after an AOF-restart outage (max P x 1,000
+//                  pages, safe capacity 1,000 per node). Node 0 holds 100
+//                  pages and a 1,300-page cache its Reclaimer can free and
+//                  cycles 0..100 pages (1,400-1,500: above its safe
+//                  share); the others hold 100 pages and a 300-page cache
+//                  and cycle 0..100 (400-500): together under max. Redis
+//                  (AOF) is killed (-9) and stays down 3 s. Node 0 charges
+//                  nothing from the kill on (it holds its pages). 2 s into
+//                  the outage, past the nodes' local lease expiry (1.6 s),
+//                  the others' load rises: each charges up to 1,000 pages
+//                  and holds them, admitted as its safe capacity. Then
+//                  Redis restarts from its AOF: the group and its max are
+//                  there (no learning mode), and so are the pre-outage
+//                  leases, but their server expiry (2 s) passed during the
+//                  outage: the first script collects them and the nodes'
+//                  claims (force: pages in use are counted) put Redis about
+//                  500 pages over max (node 0's usage above its share), a
+//                  term of the bound in docs/cluster.md. The caches are
+//                  reclaimable: the nodes must bring the cluster back at or
+//                  under max (back_under_ms). Node 0 stops charging on
+//                  purpose: a node that keeps charging reclaims itself
+//                  toward its safe capacity, during the outage (a charge
+//                  past its lease reclaims locally) and after it (before
+//                  Redis answers it again), and Redis is then never over
+//                  max after the restart
 //
 // (The idle node holding lease is `cluster`'s `drain` variant.) The max
 // (P x 2,000 pages) is above what the nodes use, so every max event or OOM
-// handler call would be caused by the fault (lower-max: max events are the
-// expected answer to being over max; an OOM call would mean reclaim did
-// not free enough).
+// handler call would be caused by the fault (lower-max, restart-aof-over:
+// max events are the expected answer to being over max; an OOM call would
+// mean reclaim did not free enough; restart-aof-over's over_max_pages also
+// counts the nodes' usage over max while Redis is down).
 //
 // Fields per fault: recover_ms (from the start of the fault until every
 // node charges again: holds a lease from a request sent after the fault
@@ -36,7 +63,11 @@
 // of any learning window, with its lease record in Redis; kill-node: until
 // the dead node's lease is collected), back_under_ms (lower-max: from the
 // set-max until Redis's usage was at or under the new max for good,
-// sampled every ~5 ms), reclaimed_pages (lower-max: freed by the nodes'
+// sampled every ~5 ms; restart-aof-over: from the first sample that saw
+// Redis over max after the restart until the last one, and redis_over_pages
+// the worst Redis usage - max then; node_over_ms: the longest time a node
+// saw the cluster over max in its replies (its own timeline)),
+// reclaimed_pages (lower-max, restart-aof-over: freed by the nodes'
 // reclaimers), over_max_pages (the worst of sum
 // of node usage - max and Redis usage - max, sampled every ~5 ms and
 // ~50 ms) and over_max_ms (the sampled time spent over), cmds_per_sec_node
@@ -87,7 +118,19 @@ constexpr uint64_t kPerNodeMax = 2000;
 // them not reclaimable).
 constexpr uint64_t kLoweredPerNodeMax = 300, kCacheFill = 400,
                    kCachedCycle = 100;
+// restart-aof-over: the max per node, node 0's cache (above its share),
+// the others' cache, and what the others charge up to during the outage
+// (their safe capacity); the outage (longer than the lease TTL).
+constexpr uint64_t kAofPerNodeMax = 1000, kAofBigCache = 1300,
+                   kAofSmallCache = 300;
+constexpr int kAofDownMs = 3000, kAofRiseMs = 2000;
 constexpr const char* kMasterName = "umemcg";
+
+// What a node process does: charge and free 0..600 pages (kPlain); hold a
+// reclaimable cache and cycle 0..100 (kCached, lower-max); restart-aof-over:
+// node 0 (kBig) and the others (kSmall, up to kAofPerNodeMax pages while
+// the outage lasts).
+enum class Role { kPlain, kCached, kBig, kSmall };
 
 // Shared with the node processes (MAP_SHARED); steady_clock is
 // CLOCK_MONOTONIC, one clock for every process.
@@ -100,16 +143,27 @@ struct alignas(64) ChaosNode {
   // expired), and whether its reply said the group is learning.
   std::atomic<int64_t> lease_sent{0};
   std::atomic<int> learning{0};
+  // restart-aof-over, the node's own timeline (Clock ticks): the first
+  // state since the go that showed the cluster over max, the last one, and
+  // the longest stretch of states over max without one at or under.
+  std::atomic<int64_t> over_first{0}, over_last{0}, over_longest{0};
   char owner[256] = {};  // the lease owner; set before ready
 };
 struct ChaosShared {
   std::atomic<int> go{0}, stop{0}, unbind{0};
+  // restart-aof-over: 1 Redis killed, 2 the load rises (past the nodes'
+  // local lease expiry), 3 Redis restarted.
+  std::atomic<int> outage{0};
   ChaosNode nodes[kMaxChaosNodes];
 };
 
 int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
-                  bool cached) {
+                  Role role) {
   ChaosNode& me = sh.nodes[index];
+  const bool cached = role != Role::kPlain;
+  const uint64_t fill = role == Role::kBig     ? kAofBigCache
+                        : role == Role::kSmall ? kAofSmallCache
+                                               : kCacheFill;
   auto fail = [&me] {
     me.failed.store(1);
     me.ready.store(1, std::memory_order_release);
@@ -140,7 +194,7 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
   cluster_internal::CacheReclaimer cache(group);
   if (cached) {
     if (!group.AddReclaimer(&cache).ok()) return fail();
-    if (!cache.Fill(kCacheFill)) return fail();
+    if (!cache.Fill(fill)) return fail();
   }
   std::snprintf(me.owner, sizeof(me.owner), "%s",
                 binding.state().lease_owner.c_str());
@@ -148,8 +202,25 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
   // The local expiry is lease_ttl - safety_margin after the request was
   // sent.
   const auto valid_for = milliseconds(kTtlMs) - milliseconds(kTtlMs) / 5;
+  int64_t over_since = 0;  // the start of the current over-max stretch
   auto publish = [&] {
     const ClusterLeaseState st = binding.state();
+    if (sh.go.load(std::memory_order_relaxed) != 0) {
+      const int64_t t = Clock::now().time_since_epoch().count();
+      if (st.cluster_usage > st.cluster_max) {
+        if (over_since == 0) over_since = t;
+        if (me.over_first.load(std::memory_order_relaxed) == 0) {
+          me.over_first.store(t, std::memory_order_relaxed);
+        }
+        me.over_last.store(t, std::memory_order_relaxed);
+        me.over_longest.store(
+            std::max(me.over_longest.load(std::memory_order_relaxed),
+                     t - over_since),
+            std::memory_order_relaxed);
+      } else {
+        over_since = 0;
+      }
+    }
     me.lease_sent.store(st.expired ? 0
                                    : (Clock::now() + st.expires_in - valid_for)
                                          .time_since_epoch()
@@ -170,9 +241,28 @@ int ChaosNodeMain(const std::string& url, ChaosShared& sh, int index,
     std::this_thread::sleep_for(milliseconds(1));
   }
   std::atomic<bool> done{false};
+  // kSmall while Redis is down: charge up to the safe capacity and hold
+  // (retrying a refused charge, never freeing), the load that rises during
+  // the outage.
+  const uint64_t small_top = kAofPerNodeMax - kHeld - fill;
   std::thread worker([&] {
     uint64_t held = 0;
     while (!done.load(std::memory_order_relaxed)) {
+      // Relaxed: a phase flag; seeing it a moment late changes nothing.
+      const int outage = sh.outage.load(std::memory_order_relaxed);
+      if (role == Role::kBig && outage != 0) {
+        std::this_thread::sleep_for(milliseconds(1));  // holds its pages
+        continue;
+      }
+      if (role == Role::kSmall && outage >= 2) {
+        if (held >= small_top || !group.TryCharge(Pages(kStep)).ok()) {
+          std::this_thread::sleep_for(milliseconds(1));
+        } else {
+          held += kStep;
+          me.oks.fetch_add(1, std::memory_order_relaxed);
+        }
+        continue;
+      }
       if (group.TryCharge(Pages(kStep)).ok()) {
         held += kStep;
         me.oks.fetch_add(1, std::memory_order_relaxed);
@@ -230,7 +320,7 @@ struct Servers {
 StatusOr<Servers> StartServers(const std::string& fault) {
   Servers s;
   RedisProcessOptions mo;
-  mo.aof = fault == "restart-aof";
+  mo.aof = fault == "restart-aof" || fault == "restart-aof-over";
   auto m = RedisProcess::Start(mo);
   if (!m.ok()) return m.status();
   s.master = std::move(m).value();
@@ -292,7 +382,9 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
   }
   Servers& sv = servers.value();
   const bool lower = fault == "lower-max";
-  uint64_t max = kPerNodeMax * static_cast<uint64_t>(processes);
+  const bool aof_over = fault == "restart-aof-over";
+  uint64_t max = (aof_over ? kAofPerNodeMax : kPerNodeMax) *
+                 static_cast<uint64_t>(processes);
   {
     auto r = sv.master->Command({"EVAL", cluster_internal::kSetMaxScript, "1",
                                  "{umemcg}", "tenant", std::to_string(max)});
@@ -308,7 +400,10 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
   std::fflush(nullptr);
   for (int i = 0; i < processes; ++i) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(ChaosNodeMain(sv.url, *sh, i, lower));
+    const Role role = aof_over ? (i == 0 ? Role::kBig : Role::kSmall)
+                      : lower  ? Role::kCached
+                               : Role::kPlain;
+    if (pid == 0) _exit(ChaosNodeMain(sv.url, *sh, i, role));
     if (pid < 0) break;
     pids.push_back(pid);
   }
@@ -360,16 +455,20 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
   Clock::time_point last_sample = Clock::now();
   int tick = 0;
   bool paused = false;  // Redis stopped: do not wait for its answers
-  // lower-max: the last sample that saw Redis over max.
-  Clock::time_point last_redis_over{};
+  // lower-max, restart-aof-over: the first and the last sample that saw
+  // Redis over max (restart-aof-over: after the restart), and the worst.
+  Clock::time_point first_redis_over{}, last_redis_over{};
+  uint64_t worst_redis_over = 0;
   auto sample = [&] {
     const Clock::time_point now = Clock::now();
     const uint64_t used = sum(&ChaosNode::usage, live);
     uint64_t over = used > max ? used - max : 0;
-    if ((lower || ++tick % 10 == 0) && !paused) {
+    if ((lower || aof_over || ++tick % 10 == 0) && !paused) {
       const std::optional<uint64_t> r = TenantUsage(sv);
       if (r && *r > max) {
         over = std::max(over, *r - max);
+        worst_redis_over = std::max(worst_redis_over, *r - max);
+        if (first_redis_over == Clock::time_point{}) first_redis_over = now;
         last_redis_over = now;
       }
     }
@@ -401,6 +500,24 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
     sv.master->Kill(SIGKILL);
     if (fault == "restart-aof") run_for(milliseconds(1000));
     if (!sv.master->Restart().ok()) status = Failed("cluster-chaos: restart");
+  } else if (aof_over) {
+    // Before the kill, Redis was never over max (checked below).
+    const uint64_t before = worst_redis_over;
+    sv.master->Kill(SIGKILL);
+    // Relaxed: a phase flag (see the node's worker).
+    sh->outage.store(1, std::memory_order_relaxed);
+    paused = true;
+    run_for(milliseconds(kAofRiseMs));
+    sh->outage.store(2, std::memory_order_relaxed);
+    run_for(milliseconds(kAofDownMs - kAofRiseMs));
+    paused = false;
+    if (!sv.master->Restart().ok()) status = Failed("cluster-chaos: restart");
+    sh->outage.store(3, std::memory_order_relaxed);
+    if (before != 0) {
+      status = Failed("cluster-chaos: over max before the outage");
+    }
+    first_redis_over = last_redis_over = Clock::time_point{};
+    worst_redis_over = 0;
   } else if (fault == "sigstop") {
     sv.master->Pause();
     paused = true;
@@ -471,7 +588,9 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
                 (recovered == Clock::time_point{} ? Clock::now() : recovered) -
                 fault_at)
                 .count());
-  run_for(milliseconds(500));
+  // restart-aof-over: long enough after the recovery to see the cluster at
+  // or under max for good (a heartbeat, 667 ms, more than twice).
+  run_for(milliseconds(aof_over ? 1500 : 500));
   sh->stop.store(1, std::memory_order_release);
   const auto q_deadline = Clock::now() + std::chrono::seconds(60);
   for (int i = 0; i < live; ++i) {
@@ -504,6 +623,29 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
             : std::max(0.0, std::chrono::duration<double, std::milli>(
                                 last_redis_over - fault_done)
                                 .count());
+  }
+  if (aof_over) {
+    out.fields["back_under_ms"] = std::chrono::duration<double, std::milli>(
+                                      last_redis_over - first_redis_over)
+                                      .count();
+    out.fields["redis_over_pages"] = static_cast<double>(worst_redis_over);
+    // The nodes' own timeline: the longest stretch a node's replies showed
+    // the cluster over max, and from the restart until the last one did.
+    int64_t longest = 0, last = 0;
+    for (int i = 0; i < processes; ++i) {
+      longest = std::max(longest, sh->nodes[i].over_longest.load());
+      last = std::max(last, sh->nodes[i].over_last.load());
+    }
+    out.fields["node_over_ms"] =
+        std::chrono::duration<double, std::milli>(Clock::duration(longest))
+            .count();
+    out.fields["node_last_over_ms"] =
+        last == 0 ? 0
+                  : std::chrono::duration<double, std::milli>(
+                        Clock::duration(last) - fault_done.time_since_epoch())
+                        .count();
+  }
+  if (lower || aof_over) {
     out.fields["reclaimed_pages"] =
         static_cast<double>(sum(&ChaosNode::reclaimed, processes));
   }
@@ -540,7 +682,7 @@ StatusOr<Sample> RunFault(const std::string& fault, int processes) {
 const std::vector<std::string>& ChaosFaults() {
   static const std::vector<std::string> faults = {
       "flushall", "restart-empty", "restart-aof", "sigstop",
-      "failover", "kill-node",     "lower-max"};
+      "failover", "kill-node",     "lower-max",   "restart-aof-over"};
   return faults;
 }
 

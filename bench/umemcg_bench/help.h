@@ -59,7 +59,7 @@ SCENARIOS
                 per-charge, local, drain; built with libumemcg-cluster)
   cluster-chaos one fault per variant against node processes (flushall,
                 restart-empty, restart-aof, sigstop, failover, kill-node,
-                lower-max)
+                lower-max, restart-aof-over)
 
 EXIT STATUS
   0 every scenario ran and balanced (targets are reported, not asserted);

@@ -29,6 +29,8 @@ constexpr int kStale = 4;
 constexpr int kLearning = 5;
 // Reclaim passes of one over-max enforcement (EnforceMaxLocked).
 constexpr int kEnforcePasses = 4;
+// Returns a drain tries while charges move the usage (Tick).
+constexpr int kDrainReturnTries = 3;
 
 constexpr std::array<internal::ExternalLimit::FileSpec, 5> kFiles = {{
     {"memory.cluster.group", true, false},
@@ -551,9 +553,22 @@ void ClusterBinding::Impl::Tick(Clock::time_point now) {
   // Another node is refused at the max, or an operator set the max below
   // the usage: give back what is not in use.
   if (drain_requested_.exchange(false, std::memory_order_relaxed)) {
-    const uint64_t in_use = Usage();
-    if (limit_.load(std::memory_order_seq_cst) > in_use) {
-      if (!ReturnLocked(in_use)) return;  // counted and backed off
+    // The drain always ends in a reply (its room is what the push is for).
+    // A charge of this node that lands between the usage read and the
+    // return makes the return back out without asking Redis (the usage is
+    // above its target): read the usage again, a few times, then renew.
+    // Before, the push was dropped then, and a busy node learnt that a
+    // set-max put the cluster over max only at its next request (up to a
+    // heartbeat).
+    bool returned = false;
+    for (int i = 0; i < kDrainReturnTries && !returned; ++i) {
+      const uint64_t in_use = Usage();
+      if (limit_.load(std::memory_order_seq_cst) <= in_use) break;
+      const uint64_t seq = seq_;
+      returned = ReturnLocked(in_use);
+      if (!returned && seq_ != seq) return;  // asked: counted and backed off
+    }
+    if (returned) {
       drained_.fetch_add(1, std::memory_order_relaxed);
       // No prefetch for a heartbeat: the room is for the node that asked
       // (a charge of this node that runs short still grows the lease).

@@ -122,6 +122,8 @@ const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
     "local status = 0\n"
     "local target = want\n"
     "local limited = ''\n"
+    // The level a forced claim takes from at or under its max to over it.
+    "local crossed = ''\n"
     // The learning window after a re-creation (the latest over the levels):
     // only claims (force) may grow a lease.
     "local learn = 0\n"
@@ -154,6 +156,7 @@ const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
     "      if force then\n"
     "        target = need\n"
     "        status = 3\n"
+    "        if room >= 0 then crossed = lim end\n"
     "      else\n"
     "        target = old\n"
     "        status = 2\n"
@@ -166,6 +169,13 @@ const char kLeaseScript[] = UMEMCG_LUA_PRELUDE
     "  redis.call('HSET', lkey(path), node, target)\n"
     "  redis.call('HSET', skey(path), node, seq)\n"
     "  redis.call('ZADD', EXP, now + ttl, path .. '\\n' .. node)\n"
+    "end\n"
+    // Over max by a claim (after an outage; a forced charge): the other
+    // nodes hear it now, as after a set-max below the usage (a drain from
+    // this node), and reclaim their shares instead of learning it at their
+    // next request (up to a heartbeat).
+    "if crossed ~= '' then\n"
+    "  redis.call('PUBLISH', P .. ':drain', crossed .. '\\n' .. node)\n"
     "end\n"
     "local room_after = room_of(path, 0)\n"
     "local k = gkey(path)\n"
