@@ -111,6 +111,8 @@ StatusOr<std::unique_ptr<Controller>> Controller::Create(
   info.high_work = options.high_work;
   info.nr_stat_items = stat_names.size();
 
+  // Before anything can take the profiler's mutex (see sampler.h).
+  profile::RegisterForFork();
   std::unique_ptr<Controller> ctrl(new Controller(std::move(options), info));
   ctrl->obj_stock_ = std::make_unique<internal::ObjStock>(
       *cpu, info.obj_stock_slots, info.batch, info.obj_stat_cache,

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <mutex>
 
-#include "profile/sampler.h"
 #include "umemcg/check.h"
 
 namespace umemcg::internal {
@@ -16,29 +15,60 @@ namespace {
 constexpr int kSharedPtrStripes = 32;
 }  // namespace
 
-// The registered participants: an intrusive list guarded by `mu`, which
-// the prepare handler holds until the parent's or the child's handler.
+// The registered participants: two intrusive lists (the ordinary ones,
+// then the innermost ones) guarded by `mu`, which the prepare handler holds
+// until the parent's or the child's handler.
 struct ForkRegistry {
   static std::mutex mu;
-  static ForkParticipant* head;  // guarded by mu
-  static ForkParticipant* tail;  // guarded by mu
+  static ForkParticipant* head;        // guarded by mu
+  static ForkParticipant* tail;        // guarded by mu
+  static ForkParticipant* inner_head;  // guarded by mu
+  static ForkParticipant* inner_tail;  // guarded by mu
   static std::atomic<uint64_t> generation;
   static std::mutex stripes[kSharedPtrStripes];  // see SharedPtrStripe
+
+  static void Link(ForkParticipant*& first, ForkParticipant*& last,
+                   ForkParticipant* participant) {
+    participant->prev_ = last;
+    participant->next_ = nullptr;
+    if (last != nullptr) {
+      last->next_ = participant;
+    } else {
+      first = participant;
+    }
+    last = participant;
+  }
+
+  static void Unlink(ForkParticipant*& first, ForkParticipant*& last,
+                     ForkParticipant* participant) {
+    if (participant->prev_ != nullptr) {
+      participant->prev_->next_ = participant->next_;
+    } else {
+      first = participant->next_;
+    }
+    if (participant->next_ != nullptr) {
+      participant->next_->prev_ = participant->prev_;
+    } else {
+      last = participant->prev_;
+    }
+    participant->prev_ = participant->next_ = nullptr;
+  }
 
   static void Prepare() {
     mu.lock();
     for (ForkParticipant* p = head; p != nullptr; p = p->next_) {
       p->PrepareFork();
     }
-    // The heap profiler's mutex: after every participant's locks (a
-    // controller's reap holds its reap lock while it drops a freed objcg's
-    // profile sites), before the stripes.
-    profile::PrepareFork();
+    for (ForkParticipant* p = inner_head; p != nullptr; p = p->next_) {
+      p->PrepareFork();
+    }
     for (std::mutex& m : stripes) m.lock();
   }
   static void Parent() {
     for (std::mutex& m : stripes) m.unlock();
-    profile::ParentAfterFork();
+    for (ForkParticipant* p = inner_tail; p != nullptr; p = p->prev_) {
+      p->ParentAfterFork();
+    }
     for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
       p->ParentAfterFork();
     }
@@ -49,7 +79,9 @@ struct ForkRegistry {
     generation.fetch_add(1, std::memory_order_relaxed);
     // Locked by this same thread in Prepare (the child's copies of them).
     for (std::mutex& m : stripes) m.unlock();
-    profile::ChildAfterFork();
+    for (ForkParticipant* p = inner_tail; p != nullptr; p = p->prev_) {
+      p->ChildAfterFork();
+    }
     for (ForkParticipant* p = tail; p != nullptr; p = p->prev_) {
       p->ChildAfterFork();
     }
@@ -61,6 +93,8 @@ struct ForkRegistry {
 constinit std::mutex ForkRegistry::mu;
 constinit ForkParticipant* ForkRegistry::head = nullptr;
 constinit ForkParticipant* ForkRegistry::tail = nullptr;
+constinit ForkParticipant* ForkRegistry::inner_head = nullptr;
+constinit ForkParticipant* ForkRegistry::inner_tail = nullptr;
 constinit std::atomic<uint64_t> ForkRegistry::generation{0};
 constinit std::mutex ForkRegistry::stripes[kSharedPtrStripes];
 
@@ -87,29 +121,25 @@ void InstallHandlers() {
 void RegisterForFork(ForkParticipant* participant) {
   InstallHandlers();
   std::lock_guard<std::mutex> lock(ForkRegistry::mu);
-  participant->prev_ = ForkRegistry::tail;
-  participant->next_ = nullptr;
-  if (ForkRegistry::tail != nullptr) {
-    ForkRegistry::tail->next_ = participant;
-  } else {
-    ForkRegistry::head = participant;
-  }
-  ForkRegistry::tail = participant;
+  ForkRegistry::Link(ForkRegistry::head, ForkRegistry::tail, participant);
+}
+
+void RegisterInnermostForFork(ForkParticipant* participant) {
+  InstallHandlers();
+  std::lock_guard<std::mutex> lock(ForkRegistry::mu);
+  participant->innermost_ = true;
+  ForkRegistry::Link(ForkRegistry::inner_head, ForkRegistry::inner_tail,
+                     participant);
 }
 
 void UnregisterForFork(ForkParticipant* participant) {
   std::lock_guard<std::mutex> lock(ForkRegistry::mu);
-  if (participant->prev_ != nullptr) {
-    participant->prev_->next_ = participant->next_;
+  if (participant->innermost_) {
+    ForkRegistry::Unlink(ForkRegistry::inner_head, ForkRegistry::inner_tail,
+                         participant);
   } else {
-    ForkRegistry::head = participant->next_;
+    ForkRegistry::Unlink(ForkRegistry::head, ForkRegistry::tail, participant);
   }
-  if (participant->next_ != nullptr) {
-    participant->next_->prev_ = participant->prev_;
-  } else {
-    ForkRegistry::tail = participant->prev_;
-  }
-  participant->prev_ = participant->next_ = nullptr;
 }
 
 uint64_t ForkGeneration() {

@@ -24,8 +24,10 @@
 //    it in the child: the owner makes sure no thread modifies that data at
 //    fork time by some other lock the prepare handler takes.
 //
-// After every participant, the handlers take (and release) the heap
-// profiler's mutex (profile/sampler.h), then the shared_ptr stripes below.
+// After every ordinary participant come the innermost ones
+// (RegisterInnermostForFork): process-wide leaf locks that are taken while
+// a participant's lock is held (the heap profiler's mutex, taken under a
+// controller's reap lock), then the shared_ptr stripes below.
 //
 // The child's handlers run before fork() returns there; like everything in
 // a child of a multi-threaded process until exec, they allocate nothing
@@ -49,6 +51,7 @@
 namespace umemcg::internal {
 
 void RegisterForFork(class ForkParticipant* participant);
+void RegisterInnermostForFork(class ForkParticipant* participant);
 void UnregisterForFork(class ForkParticipant* participant);
 
 class ForkParticipant {
@@ -65,14 +68,20 @@ class ForkParticipant {
  private:
   friend struct ForkRegistry;
   friend void RegisterForFork(ForkParticipant* participant);
+  friend void RegisterInnermostForFork(ForkParticipant* participant);
   friend void UnregisterForFork(ForkParticipant* participant);
   ForkParticipant* prev_ = nullptr;
   ForkParticipant* next_ = nullptr;
+  bool innermost_ = false;
 };
 
 // Adds / removes a participant (installs the atfork handlers on first use).
-// Unregister before destroying what the participant's handlers touch.
+// An innermost participant prepares after every ordinary one and finishes
+// before them: for a process-wide lock whose holders may hold an ordinary
+// participant's lock but wait for none. Unregister before destroying what
+// the participant's handlers touch.
 void RegisterForFork(ForkParticipant* participant);
+void RegisterInnermostForFork(ForkParticipant* participant);
 void UnregisterForFork(ForkParticipant* participant);
 
 // The number of fork() children this process descends from (0 in the

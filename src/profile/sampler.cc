@@ -40,8 +40,10 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <new>
 
+#include "port/fork.h"
 #include "profile/sample_math.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
@@ -501,26 +503,38 @@ void ReleaseRecordLocked(Record* r) {
 
 }  // namespace
 
-// ---- Fork (port/fork.cc calls these) ----
+// ---- Fork (an innermost participant of port/fork.h) ----
 
-void PrepareFork() { pthread_mutex_lock(&g_mu); }
+namespace {
 
-void ParentAfterFork() { pthread_mutex_unlock(&g_mu); }
+class ProfilerFork final : public internal::ForkParticipant {
+ public:
+  void PrepareFork() override { pthread_mutex_lock(&g_mu); }
+  void ParentAfterFork() override { pthread_mutex_unlock(&g_mu); }
+  // The child's copy of g_mu was taken by this thread in PrepareFork (so no
+  // table or rate is half updated here). The profile starts empty in the
+  // child; the rates stay. The parent's tables stay mapped and unreferenced
+  // (copies of its pages); the objcg references they hold are the parent's
+  // business.
+  void ChildAfterFork() override {
+    pthread_mutex_unlock(&g_mu);
+    g_sites = {};
+    g_records = {};
+    g_free_records = nullptr;
+    g_free_sites = nullptr;
+    g_arena = nullptr;
+    g_arena_left = 0;
+    g_live = 0;
+  }
+};
 
-// The child's copy of g_mu was taken by this thread in PrepareFork (so no
-// table or rate is half updated here). The profile starts empty in the
-// child; the rates stay. The parent's tables stay mapped and unreferenced
-// (copies of its pages); the objcg references they hold are the parent's
-// business.
-void ChildAfterFork() {
-  pthread_mutex_unlock(&g_mu);
-  g_sites = {};
-  g_records = {};
-  g_free_records = nullptr;
-  g_free_sites = nullptr;
-  g_arena = nullptr;
-  g_arena_left = 0;
-  g_live = 0;
+}  // namespace
+
+void RegisterForFork() {
+  static ProfilerFork participant;  // never destroyed before exit's handlers
+  static std::once_flag once;
+  std::call_once(once,
+                 [] { internal::RegisterInnermostForFork(&participant); });
 }
 
 bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,

@@ -64,16 +64,14 @@ void ForgetController(const Controller* controller);
 // REQUIRES: heir stays alive until this returns.
 void ForgetObjCgroup(const ObjCgroup* objcg, ObjCgroup* heir);
 
-// The fork handlers of the profiler's one mutex, called by the process's
-// fork handlers (port/fork.cc) after every participant's PrepareFork and
-// before their after-fork handlers: the mutex is the innermost lock but
-// for the shared_ptr stripes (its holders wait for no other umemcg lock).
-// Registered with the first controller, before any sampling or rate can take
-// the mutex, so a fork child never finds it held by a thread of the parent. The
-// child starts with an empty profile (its rates are kept).
-void PrepareFork();
-void ParentAfterFork();
-void ChildAfterFork();
+// Registers the profiler's one mutex with the process's fork handlers
+// (port/fork.h), as an innermost participant: taken after every
+// controller's locks (a reap holds its reap lock while it drops an objcg's
+// sites), released before them. The child starts with an empty profile (its
+// rates are kept). Controller::Create calls it first, so the handlers exist
+// before any sampling point or rate can take the mutex and a fork child
+// never finds it held by a thread of the parent. Idempotent.
+void RegisterForFork();
 
 }  // namespace profile
 }  // namespace umemcg
