@@ -518,8 +518,7 @@ void ReleaseRecordLocked(Record* r) {
 
 }  // namespace
 
-bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
-                const void* entry_return) {
+bool SampleDecide(ObjCgroup* owner, uint64_t size, uint64_t* rate_out) {
   ThreadSampler& t = tls_sampler;
   if (t.busy != 0) {  // an allocation made by the slow path itself
     t.bytes_until_sample = kRecheckBytes;
@@ -545,8 +544,6 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
 
   ++t.busy;
   bool sampled = false;
-  uintptr_t frames[kHeapProfileMaxFrames];
-  int nframes = 0;
   uint64_t rate;
   {
     GroupRef group = owner->GetGroup();
@@ -563,12 +560,23 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
                                              static_cast<double>(rate));
     }
   }
-  if (sampled) {
-    nframes = CaptureStack(frames, entry_return);
-    pthread_once(&g_atfork_once, RegisterAtFork);
-    const double p =
-        OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
-    const double weight = p > 0 ? 1.0 / p : 1.0;
+  --t.busy;
+  *rate_out = rate;
+  return sampled;
+}
+
+bool SampleRecord(ObjCgroup* owner, const void* block, uint64_t size,
+                  uint64_t rate, const void* entry_return) {
+  ThreadSampler& t = tls_sampler;
+  ++t.busy;
+  bool sampled = true;
+  uintptr_t frames[kHeapProfileMaxFrames];
+  const int nframes = CaptureStack(frames, entry_return);
+  pthread_once(&g_atfork_once, RegisterAtFork);
+  const double p =
+      OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
+  const double weight = p > 0 ? 1.0 / p : 1.0;
+  {
     Locked lock;
     Site* s = FindOrAddSiteLocked(owner, frames, nframes);
     Record* r = g_free_records;
@@ -606,6 +614,13 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
   }
   --t.busy;
   return sampled;
+}
+
+bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
+                const void* entry_return) {
+  uint64_t rate = 0;
+  if (!SampleDecide(owner, size, &rate)) return false;
+  return SampleRecord(owner, block, size, rate, entry_return);
 }
 
 void Forget(const void* block) {

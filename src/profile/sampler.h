@@ -49,6 +49,20 @@ extern constinit thread_local ThreadSampler tls_sampler
 [[gnu::noinline]] bool SampleSlow(ObjCgroup* owner, const void* block,
                                   uint64_t size, const void* entry_return);
 
+// SampleSlow in two steps, for an integration that must know before it
+// allocates whether the block is sampled (the jemalloc arenas serve a
+// sampled block from a separate arena, which is how its free is told
+// apart without a header). SampleDecide, after CountdownExpired, decides
+// and draws the next countdown; true: the block is sampled, `*rate` is its
+// group's interval, and the caller allocates the block and passes it to
+// SampleRecord, which captures the stack and records it (false: out of
+// table memory, not recorded). REQUIRES: as SampleSlow.
+[[gnu::noinline]] bool SampleDecide(ObjCgroup* owner, uint64_t size,
+                                    uint64_t* rate);
+[[gnu::noinline]] bool SampleRecord(ObjCgroup* owner, const void* block,
+                                    uint64_t size, uint64_t rate,
+                                    const void* entry_return);
+
 // A sampled block is being freed (or moved by realloc): drops its sample.
 // A block not in the table (sampled before a fork) is ignored.
 [[gnu::noinline]] void Forget(const void* block);
