@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "umemcg/active.h"
+#include "umemcg/heap_profile.h"
 #include "umemcg/memory_resource.h"
 #include "umemcg/umemcg.h"
 #ifdef ALLOC_BENCH_JEMALLOC
@@ -346,6 +347,13 @@ int main(int argc, char** argv) {
   Env env;
   g_env = &env;
   env.ctrl = umemcg::Controller::Create({}).value();
+  // The heap profiler's interval (bytes; 0: off), as the preload reads it
+  // (the library's default otherwise): sampling on and off side by side.
+  if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE");
+      rate != nullptr && *rate != '\0') {
+    umemcg::SetHeapProfileRate(*env.ctrl,
+                               umemcg::Bytes(std::strtoull(rate, nullptr, 10)));
+  }
 #ifdef ALLOC_BENCH_JEMALLOC
   if (!umemcg::jemalloc::Enable(*env.ctrl).ok()) return 1;
 #endif

@@ -3,7 +3,8 @@
 // Sampled heap profiles per group: which code holds a group's memory.
 //
 // Sampling. Allocations charged through an objcg by the allocator
-// integrations (MemoryResource, the LD_PRELOAD interposer, and callers of
+// integrations (MemoryResource, the LD_PRELOAD interposer in both heap
+// modes, libumemcg-jemalloc's per-group arenas, and callers of
 // NoteHeapAllocation below) are sampled by bytes: a Poisson process with one
 // point every `rate` bytes on average runs over the bytes each thread
 // allocates, and a block is sampled when a point falls in it (the geometric
@@ -23,7 +24,9 @@
 // than the process-wide minimum is thinned), the stack captured and the
 // sample recorded in a global table under a mutex. Frees of unsampled
 // blocks never consult the table: the integrations keep a "sampled" bit in
-// the block's header.
+// the block's header, or (libumemcg-jemalloc and the preload's jemalloc
+// mode, which have no header) serve sampled blocks from a second arena of
+// the group whose chunks are tagged "sampled".
 //
 // Stacks are captured with the unwind tables by default (correct through
 // code built without frame pointers): libunwind's unw_backtrace when

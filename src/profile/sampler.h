@@ -7,7 +7,10 @@
 // (thinning for groups sampled less often than the process-wide minimum
 // interval), captures the stack and records the block; a true result means
 // "sampled", and the integration keeps a bit in the block's header so that
-// its free calls Forget. Unsampled frees never reach this component.
+// its free calls Forget (the jemalloc arenas, without a header, decide
+// first with SampleDecide, serve the block from a sampled arena whose chunk
+// tag is the bit, and record it with SampleRecord). Unsampled frees never
+// reach this component.
 
 #ifndef UMEMCG_PROFILE_SAMPLER_H_
 #define UMEMCG_PROFILE_SAMPLER_H_
