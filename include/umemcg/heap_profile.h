@@ -82,6 +82,19 @@ enum class StackCapture {
 // Process-wide: how stacks are captured from now on.
 UMEMCG_EXPORT void SetHeapProfileStackCapture(StackCapture capture);
 
+// Page charges (Group::TryCharge, Uncharge and UnchargeDirect without a
+// StatItem, and the C API's umemcg_try_charge / umemcg_uncharge /
+// umemcg_uncharge_direct) feed the profiler only when this is on
+// (process-wide; default off). Off, the page API pays one thread-local
+// subtraction and a branch (and a flag check every 64 MiB of pages); on,
+// each page charge and uncharge counts against the thread's countdown like
+// an allocation, and a sampled one costs a sample (about a microsecond):
+// at the default 512 KiB interval, once every 128 single-page charges.
+// A page charge has no address: its sample joins its group's queue of page
+// samples, and an uncharge whose countdown expired releases the oldest of
+// them worth its estimated bytes (docs/design.md, Heap profiles per group).
+UMEMCG_EXPORT void SetHeapProfilePageCharges(bool on);
+
 // Frames kept per sample (innermost first); deeper stacks are cut.
 inline constexpr int kHeapProfileMaxFrames = 64;
 

@@ -36,6 +36,22 @@ struct ThreadSampler {
 extern constinit thread_local ThreadSampler tls_sampler
     __attribute__((tls_model("initial-exec")));
 
+// The page API's gate (SetHeapProfilePageCharges): bytes of page charges
+// and uncharges before the thread looks at the switch again; below zero
+// the page operation goes through PageGateSlow. While page samples are on
+// it stays below zero, so every page operation runs the countdown.
+extern constinit thread_local int64_t tls_page_gate
+    __attribute__((tls_model("initial-exec")));
+[[gnu::always_inline]] inline bool PageGateClosed(uint64_t size) {
+  int64_t& g = tls_page_gate;
+  g -= static_cast<int64_t>(size);
+  return __builtin_expect(g >= 0, 1);
+}
+// After PageGateClosed returned false: whether this page operation counts
+// against the countdown and the countdown expired (then the caller samples
+// it). Re-arms the gate for 64 MiB when page samples are off.
+[[gnu::noinline]] bool PageGateSlow(uint64_t size);
+
 // Counts `size` bytes allocated; true when the countdown expired.
 [[gnu::always_inline]] inline bool CountdownExpired(uint64_t size) {
   ThreadSampler& t = tls_sampler;
@@ -65,6 +81,16 @@ extern constinit thread_local ThreadSampler tls_sampler
 [[gnu::noinline]] bool SampleRecord(ObjCgroup* owner, const void* block,
                                     uint64_t size, uint64_t rate,
                                     const void* entry_return);
+
+// Page samples (Group's page API: TryCharge, Uncharge, UnchargeDirect
+// without a StatItem, after CountdownExpired). A page charge has no block:
+// SamplePages samples `pages` charged through `objcg`'s group into the
+// objcg's queue of page samples; UnsamplePages, for an uncharge, stands
+// for the uncharged bytes by the same estimator and releases the queue's
+// oldest samples worth that much (see sampler.cc). REQUIRES: the caller
+// holds a reference to `objcg`.
+void SamplePages(ObjCgroup* objcg, uint64_t pages, const void* entry_return);
+void UnsamplePages(ObjCgroup* objcg, uint64_t pages);
 
 // A sampled block is being freed (or moved by realloc): drops its sample.
 // A block not in the table (sampled before a fork) is ignored.
