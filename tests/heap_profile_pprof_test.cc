@@ -253,6 +253,15 @@ TEST(HeapProfilePprofTest, CApi) {
   umemcg_group_t* g = nullptr;
   ASSERT_EQ(umemcg_group_create(root, "c", &g), 0);
   EXPECT_EQ(umemcg_set_heap_profile_rate(g, 4096), 0);
+  // Page charges through the C API feed the profiler once asked.
+  const uint64_t live = HeapProfileLiveSamplesForTesting();
+  umemcg_set_heap_profile_page_charges(1);
+  SeedHeapProfileThreadForTesting(9);
+  ASSERT_EQ(umemcg_try_charge(g, 64, 0, nullptr),
+            0);  // 256 KiB, 4 KiB interval
+  umemcg_set_heap_profile_page_charges(0);
+  EXPECT_GT(HeapProfileLiveSamplesForTesting(), live);
+  ASSERT_EQ(umemcg_uncharge_direct(g, 64), 0);
   SetHeapProfileEncoder(nullptr);
   size_t needed = 0;
   EXPECT_EQ(umemcg_heap_profile(g, 0, nullptr, 0, &needed), ENOTSUP);

@@ -85,8 +85,10 @@ UMEMCG_EXPORT void SetHeapProfileStackCapture(StackCapture capture);
 // Page charges (Group::TryCharge, Uncharge and UnchargeDirect without a
 // StatItem, and the C API's umemcg_try_charge / umemcg_uncharge /
 // umemcg_uncharge_direct) feed the profiler only when this is on
-// (process-wide; default off). Off, the page API pays one thread-local
-// subtraction and a branch (and a flag check every 64 MiB of pages); on,
+// (process-wide; default off; the calling thread sees a change at once,
+// other threads within 64 MiB of their page operations). Off, the page
+// API pays one thread-local subtraction and a branch (and a flag check
+// every 64 MiB of pages); on,
 // each page charge and uncharge counts against the thread's countdown like
 // an allocation, and a sampled one costs a sample (about a microsecond):
 // at the default 512 KiB interval, once every 128 single-page charges.

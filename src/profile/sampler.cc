@@ -865,6 +865,9 @@ Bytes HeapProfileRate(const Group& group) {
 
 void SetHeapProfilePageCharges(bool on) {
   profile::g_page_charges.store(on, std::memory_order_relaxed);
+  // The calling thread looks again at its next page operation; others
+  // within 64 MiB of theirs.
+  profile::tls_page_gate = -1;
 }
 
 void SetHeapProfileStackCapture(StackCapture capture) {
