@@ -15,6 +15,8 @@
 //                          [--seconds S]
 //   umemcg-alloc-bench one --variant V --rss [--live-mib M]
 //   umemcg-alloc-bench sampled [--repeats N]
+// Environment: UMEMCG_PROFILE_RATE=BYTES (the heap profiler's interval;
+// 0 off) and UMEMCG_PROFILE_STACK=fp (frame-pointer stacks).
 //
 // one: a single measurement for `umemcg-bench alloc`, which runs the
 // variants of both binaries (and the preload) side by side: V is plain,
@@ -357,6 +359,11 @@ int main(int argc, char** argv) {
       rate != nullptr && *rate != '\0') {
     umemcg::SetHeapProfileRate(*env.ctrl,
                                umemcg::Bytes(std::strtoull(rate, nullptr, 10)));
+  }
+  // UMEMCG_PROFILE_STACK=fp: frame-pointer stacks (heap_profile.h).
+  if (const char* cap = std::getenv("UMEMCG_PROFILE_STACK");
+      cap != nullptr && std::strcmp(cap, "fp") == 0) {
+    umemcg::SetHeapProfileStackCapture(umemcg::StackCapture::kFramePointers);
   }
 #ifdef ALLOC_BENCH_JEMALLOC
   if (!umemcg::jemalloc::Enable(*env.ctrl).ok()) return 1;
