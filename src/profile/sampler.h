@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "umemcg/export.h"
+
 namespace umemcg {
 class Controller;
 class Group;
@@ -33,7 +35,9 @@ struct ThreadSampler {
 // Initial-exec: one %fs-relative access on the allocation paths, no
 // __tls_get_addr call (the preload's own state is initial-exec too; a
 // dlopen'ed copy takes 24 bytes of the static TLS surplus).
-extern constinit thread_local ThreadSampler tls_sampler
+// Exported (as SampleDecide, SampleRecord and Forget) for the shared
+// libumemcg-jemalloc, whose arenas feed this profiler in libumemcg.so.
+UMEMCG_EXPORT extern constinit thread_local ThreadSampler tls_sampler
     __attribute__((tls_model("initial-exec")));
 
 // The page API's gate (SetHeapProfilePageCharges): bytes of page charges
@@ -76,11 +80,13 @@ extern constinit thread_local int64_t tls_page_gate
 // group's interval, and the caller allocates the block and passes it to
 // SampleRecord, which captures the stack and records it (false: out of
 // table memory, not recorded). REQUIRES: as SampleSlow.
-[[gnu::noinline]] bool SampleDecide(ObjCgroup* owner, uint64_t size,
-                                    uint64_t* rate);
-[[gnu::noinline]] bool SampleRecord(ObjCgroup* owner, const void* block,
-                                    uint64_t size, uint64_t rate,
-                                    const void* entry_return);
+UMEMCG_EXPORT [[gnu::noinline]] bool SampleDecide(ObjCgroup* owner,
+                                                  uint64_t size,
+                                                  uint64_t* rate);
+UMEMCG_EXPORT [[gnu::noinline]] bool SampleRecord(ObjCgroup* owner,
+                                                  const void* block,
+                                                  uint64_t size, uint64_t rate,
+                                                  const void* entry_return);
 
 // Page samples (Group's page API: TryCharge, Uncharge, UnchargeDirect
 // without a StatItem, after CountdownExpired). A page charge has no block:
@@ -94,7 +100,7 @@ void UnsamplePages(ObjCgroup* objcg, uint64_t pages);
 
 // A sampled block is being freed (or moved by realloc): drops its sample.
 // A block not in the table (sampled before a fork) is ignored.
-[[gnu::noinline]] void Forget(const void* block);
+UMEMCG_EXPORT [[gnu::noinline]] void Forget(const void* block);
 
 // A group or a controller is being freed: its sampling rates go.
 void ForgetGroup(const Group* group);
