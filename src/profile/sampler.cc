@@ -567,6 +567,9 @@ bool SampleDecide(ObjCgroup* owner, uint64_t size, uint64_t* rate_out) {
   if (owner->is_root()) return false;  // the root's objcg charges nothing
 
   ++t.busy;
+  // The child of a fork re-initializes g_mu (which another thread may hold
+  // at the fork) before its first decision takes it.
+  pthread_once(&g_atfork_once, RegisterAtFork);
   bool sampled = false;
   uint64_t rate;
   {
