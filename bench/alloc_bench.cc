@@ -14,6 +14,9 @@
 //   umemcg-alloc-bench one --variant V [--threads T] [--tenants N]
 //                          [--seconds S]
 //   umemcg-alloc-bench one --variant V --rss [--live-mib M]
+//   umemcg-alloc-bench sampled [--repeats N]
+// Environment: UMEMCG_PROFILE_RATE=BYTES (the heap profiler's interval;
+// 0 off) and UMEMCG_PROFILE_STACK=fp (frame-pointer stacks).
 //
 // one: a single measurement for `umemcg-bench alloc`, which runs the
 // variants of both binaries (and the preload) side by side: V is plain,
@@ -30,6 +33,9 @@
 // rss: for each block size 8 B .. 64 KiB, a child process allocates
 // M MiB of live blocks of that size and reports (RSS growth) / (live
 // bytes), per variant.
+// sampled (arenas only): ns per malloc+free pair with every allocation
+// sampled by the heap profiler against sampling off, per size: the cost
+// of one sampled arena allocation and its free.
 // switch: the cost of a per-request scope: ns per ActiveGroupScope enter
 // and leave with one 64-byte malloc+free inside, the 8 tenants in turn,
 // minus the same pair under one scope held throughout (both timed in the
@@ -54,6 +60,7 @@
 #include <vector>
 
 #include "umemcg/active.h"
+#include "umemcg/heap_profile.h"
 #include "umemcg/memory_resource.h"
 #include "umemcg/umemcg.h"
 #ifdef ALLOC_BENCH_JEMALLOC
@@ -346,6 +353,18 @@ int main(int argc, char** argv) {
   Env env;
   g_env = &env;
   env.ctrl = umemcg::Controller::Create({}).value();
+  // The heap profiler's interval (bytes; 0: off), as the preload reads it
+  // (the library's default otherwise): sampling on and off side by side.
+  if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE");
+      rate != nullptr && *rate != '\0') {
+    umemcg::SetHeapProfileRate(*env.ctrl,
+                               umemcg::Bytes(std::strtoull(rate, nullptr, 10)));
+  }
+  // UMEMCG_PROFILE_STACK=fp: frame-pointer stacks (heap_profile.h).
+  if (const char* cap = std::getenv("UMEMCG_PROFILE_STACK");
+      cap != nullptr && std::strcmp(cap, "fp") == 0) {
+    umemcg::SetHeapProfileStackCapture(umemcg::StackCapture::kFramePointers);
+  }
 #ifdef ALLOC_BENCH_JEMALLOC
   if (!umemcg::jemalloc::Enable(*env.ctrl).ok()) return 1;
 #endif
@@ -362,6 +381,48 @@ int main(int argc, char** argv) {
   // with the component linked the upstream is not routed (PlainUpstream),
   // and the arenas variant allocates with plain malloc under the scope.
 
+#ifdef ALLOC_BENCH_JEMALLOC
+  if (mode == "sampled") {
+    // The heap profiler's cost per sampled arena allocation: malloc + free
+    // pairs of SIZE bytes under one tenant's scope with every allocation
+    // sampled (interval 1 byte) against sampling off (interval 0),
+    // alternating, medians of N repeats; the difference is one sampled
+    // allocation and its free (decision, sampled arena without a thread
+    // cache, stack capture, record; the free's record removal).
+    for (size_t size : {size_t{64}, size_t{4096}, size_t{32768}}) {
+      constexpr int kPairs = 20000;
+      std::vector<double> on, off;
+      std::vector<void*> blocks(kPairs);
+      for (int r = 0; r < repeats; ++r) {
+        for (uint64_t rate : {uint64_t{1}, uint64_t{0}}) {
+          umemcg::SetHeapProfileRate(*env.ctrl, umemcg::Bytes(rate));
+          // A countdown drawn at the interval just set.
+          umemcg::SeedHeapProfileThreadForTesting(r + 1);
+          umemcg::ActiveGroupScope scope(*env.tenants[0]);
+          const auto t0 = std::chrono::steady_clock::now();
+          for (void*& p : blocks) {
+            p = std::malloc(size);
+            asm volatile("" : : "r"(p) : "memory");
+          }
+          for (void* p : blocks) std::free(p);
+          const double ns = std::chrono::duration<double, std::nano>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count() /
+                            kPairs;
+          (rate != 0 ? on : off).push_back(ns);
+        }
+      }
+      std::sort(on.begin(), on.end());
+      std::sort(off.begin(), off.end());
+      std::printf(
+          "sampled size=%zu ns_per_pair_sampled %.1f (%.1f..%.1f) "
+          "ns_per_pair_off %.1f (%.1f..%.1f) cost_per_sample %.1f\n",
+          size, on[on.size() / 2], on.front(), on.back(), off[off.size() / 2],
+          off.front(), off.back(), on[on.size() / 2] - off[off.size() / 2]);
+    }
+    return 0;
+  }
+#endif
   if (mode == "one" && rss_one) {
     for (size_t size = 8; size <= 65536; size *= 2) {
       std::printf("rss %zu %.4f\n", size, RssRun(*one, size, live_mib << 20));

@@ -37,6 +37,8 @@
 //
 // Flags (besides Google Benchmark's own --benchmark_*):
 //   --json=<path>  also write the ratio report as JSON to <path>.
+// Environment: UMEMCG_PROFILE_RATE=BYTES sets the heap profiler's interval
+// on every fixture's controller (0: sampling off).
 //   --no_pin       do not pin the threads of multi-threaded benchmarks.
 // Defaults injected unless given on the command line:
 //   --benchmark_repetitions=5 --benchmark_min_time=0.2
@@ -72,6 +74,7 @@
 #include "port/try_lock.h"  // internal::CpuRelax
 #include "ratio_report.h"
 #include "rseq_floor.h"
+#include "umemcg/heap_profile.h"
 #include "umemcg/umemcg.h"
 
 namespace {
@@ -568,6 +571,16 @@ int main(int argc, char** argv) {
 
   auto fx = std::make_unique<Fixtures>();
   g_fx = fx.get();
+  // The heap profiler's interval (bytes; 0: off; default: the library's),
+  // for sampling on and off side by side: the page API feeds it.
+  if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE");
+      rate != nullptr && *rate != '\0') {
+    const umemcg::Bytes b(std::strtoull(rate, nullptr, 10));
+    for (Chain* c : {&fx->stock_hit, &fx->stock_hit_trylock, &fx->asym64,
+                     &fx->asym32, &fx->slow}) {
+      umemcg::SetHeapProfileRate(*c->ctrl, b);
+    }
+  }
   benchmark::RegisterBenchmark("BM_AsymmetricPair/batch64",
                                BM_AsymmetricPair_Batch, &fx->asym64)
       ->UseRealTime()

@@ -15,9 +15,11 @@
 #include "charge_stock.h"
 #include "controller_impl.h"
 #include "external_limit.h"
+#include "profile/sampler.h"
 #include "psi/psi.h"
 #include "umemcg/controller.h"
 #include "umemcg/group.h"
+#include "umemcg/obj_cgroup.h"
 
 namespace umemcg {
 namespace internal {
@@ -286,8 +288,30 @@ using internal::ControllerImpl;
 // sweep of stack positions) after unrelated changes; aligned, they
 // measure as before (docs/benchmarks.md, "Code placement").
 [[gnu::aligned(64)]] ChargeResult Group::TryCharge(Pages n, ChargeFlags flags) {
+  // The heap profiler's page gate (page samples, off by default): one
+  // thread-local subtraction and a branch.
+  if (!profile::PageGateClosed(n.in_bytes())) [[unlikely]] {
+    return TryChargeSampled(n.raw(), flags, __builtin_return_address(0));
+  }
   if (stock_->ConsumeHit(this, n.raw())) return {};
   return TryChargeMiss(n.raw(), flags);
+}
+
+ChargeResult Group::TryChargeUnsampled(Pages n, ChargeFlags flags) {
+  if (stock_->ConsumeHit(this, n.raw())) return {};
+  return TryChargeMiss(n.raw(), flags);
+}
+
+ChargeResult Group::TryChargeSampled(uint64_t n, ChargeFlags flags,
+                                     const void* entry_return) {
+  const bool expired = profile::PageGateSlow(Pages(n).in_bytes());
+  const ChargeResult r = TryChargeUnsampled(Pages(n), flags);
+  if (expired && r.ok() && n != 0 && parent_ != nullptr) {
+    if (ObjCgroupRef objcg = TryGetObjCgroup()) {
+      profile::SamplePages(objcg.get(), n, entry_return);
+    }
+  }
+  return r;
 }
 
 ChargeResult Group::TryChargeMiss(uint64_t nr, ChargeFlags flags) {
@@ -312,8 +336,32 @@ ChargeResult Group::TryChargeMiss(uint64_t nr, ChargeFlags flags) {
 // As TryCharge: the rseq hit first (a cached group is never the root), then
 // the rest out of line. Aligned as TryCharge, for the same reason.
 [[gnu::aligned(64)]] void Group::Uncharge(Pages n) {
+  // The countdown runs over uncharged bytes too: a point in them releases
+  // page samples of the group (see profile::UnsamplePages).
+  if (!profile::PageGateClosed(n.in_bytes())) [[unlikely]] {
+    return UnchargeSampled(n.raw(), /*direct=*/false);
+  }
   if (stock_->RefillHit(this, n.raw())) return;
   UnchargeMiss(n.raw());
+}
+
+void Group::UnchargeUnsampled(Pages n) {
+  if (stock_->RefillHit(this, n.raw())) return;
+  UnchargeMiss(n.raw());
+}
+
+void Group::UnchargeSampled(uint64_t n, bool direct) {
+  const bool expired = profile::PageGateSlow(Pages(n).in_bytes());
+  if (direct) {
+    UnchargeDirectUnsampled(Pages(n));
+  } else {
+    UnchargeUnsampled(Pages(n));
+  }
+  if (expired && n != 0 && parent_ != nullptr) {
+    if (ObjCgroupRef objcg = TryGetObjCgroup()) {
+      profile::UnsamplePages(objcg.get(), n);
+    }
+  }
 }
 
 void Group::UnchargeMiss(uint64_t n) {
@@ -324,6 +372,13 @@ void Group::UnchargeMiss(uint64_t n) {
 }
 
 void Group::UnchargeDirect(Pages n) {
+  if (!profile::PageGateClosed(n.in_bytes())) [[unlikely]] {
+    return UnchargeSampled(n.raw(), /*direct=*/true);
+  }
+  UnchargeDirectUnsampled(n);
+}
+
+void Group::UnchargeDirectUnsampled(Pages n) {
   if (n.raw() == 0 || parent_ == nullptr) return;
   ControllerImpl::UnchargeCounters(this, n.raw());
 }

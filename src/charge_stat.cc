@@ -82,7 +82,9 @@ void Group::Uncharge(Pages n, StatItem item) {
 }
 
 void Group::UnchargeDirect(Pages n, StatItem item) {
-  UnchargeDirect(n);
+  // The StatItem overloads are the integrations' page path (arena hooks,
+  // the preload's mmap accounting): not page-sampled.
+  UnchargeDirectUnsampled(n);
   if (n.raw() != 0 && !is_root() && ControllerImpl::IsPageItem(*this, item)) {
     ControllerImpl::AccountStat(this, static_cast<size_t>(item),
                                 -static_cast<int64_t>(n.raw()));

@@ -51,7 +51,8 @@ ChargeResult ObjCgroup::ChargePages(uint64_t pages, ChargeFlags flags,
       internal::ControllerImpl::Memory(g).Charge(Pages(pages));
       return {};
     }
-    ChargeResult r = g->TryCharge(Pages(pages), flags);
+    // Unsampled: the object path samples the bytes it charges.
+    ChargeResult r = g->TryChargeUnsampled(Pages(pages), flags);
     // Offline since the check above: look again (the objcg points higher).
     if (r.code != StatusCode::kFailedPrecondition) return r;
   }
@@ -174,6 +175,15 @@ GroupRef ObjCgroup::GetGroup() {
     Group* g = group();
     if (g->TryGet()) return GroupRef::Adopt(g);
   }
+}
+
+ObjCgroupRef Group::TryGetObjCgroup() {
+  // As GetObjCgroup, without waiting: the page API's profiler samples may
+  // be taken by a caller that holds the tree lock (a reclaimer's uncharge).
+  std::shared_lock<std::shared_mutex> lock(controller_->tree_mu_,
+                                           std::try_to_lock);
+  if (!lock.owns_lock()) return ObjCgroupRef();
+  return ObjCgroupRef(objcg_.load(std::memory_order_acquire));
 }
 
 ObjCgroupRef Group::GetObjCgroup() {

@@ -67,7 +67,7 @@ void ObjStock::UnchargePages(Group* g, uint64_t pages, bool via_stock) {
   if (g->is_root() || !via_stock) {
     ControllerImpl::UnchargeCounters(g, pages);
   } else {
-    g->Uncharge(Pages(pages));
+    g->UnchargeUnsampled(Pages(pages));  // its bytes were sampled
   }
 }
 

@@ -348,6 +348,53 @@ TEST(HeapProfileTest, FreedObjCgroupsHistoryStaysWithTheAncestor) {
 // The sampler's libm-free math against glibc's (the preload must not load
 // libm): -log(u) for the uniforms DrawCountdown draws, 1 - e^-x for the
 // block-size ratios the sampled probability and the thinning use.
+// Page samples (SetHeapProfilePageCharges) from two threads charging and
+// uncharging pages of two groups while a third reads the profiles; every
+// page uncharged: the groups' estimated in-use page bytes end near zero.
+TEST(HeapProfileTest, ConcurrentPageChargesAndReads) {
+  TestController t;
+  GroupRef g[2] = {t.Make("p0"), t.Make("p1")};
+  SetHeapProfileRate(*t.ctrl, Bytes(4096));
+  SetHeapProfilePageCharges(true);
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      (void)SnapshotHeapProfile(t.ctrl->root(), true);
+    }
+  });
+  auto worker = [&](int id) {
+    SetHeapProfilePageCharges(true);  // this thread's gate open at once
+    for (int i = 0; i < 4000; ++i) {
+      Group& grp = *g[(i + id) % 2];
+      ASSERT_TRUE(grp.TryCharge(Pages(4)).ok());
+      if (i % 2 == 0) {
+        grp.Uncharge(Pages(4));
+      } else {
+        grp.UnchargeDirect(Pages(4));
+      }
+    }
+  };
+  std::thread t1(worker, 0), t2(worker, 1);
+  t1.join();
+  t2.join();
+  stop.store(true);
+  reader.join();
+  SetHeapProfilePageCharges(false);
+  for (auto& grp : g) {
+    double inuse = 0;
+    uint64_t samples = 0;
+    for (const HeapProfileEntry& e : SnapshotHeapProfile(*grp).entries) {
+      inuse += e.inuse_space;
+      samples += e.alloc_samples;
+    }
+    EXPECT_GT(samples, 100u);
+    // About 62 MiB charged and uncharged per group; what is left is the last
+    // few samples' worth.
+    EXPECT_LE(inuse, 1.0 * (1 << 20));
+  }
+  SetHeapProfileRate(*t.ctrl, kDefaultHeapProfileRate);
+}
+
 TEST(SampleMathTest, LogAndOneMinusExpNegMatchLibm) {
   auto rel = [](double got, double want) {
     return want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);

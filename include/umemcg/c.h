@@ -206,6 +206,10 @@ UMEMCG_C_EXPORT int umemcg_register_thread(void);
  * the descendants without their own). */
 UMEMCG_C_EXPORT int umemcg_set_heap_profile_rate(umemcg_group_t* group,
                                                  uint64_t bytes);
+/* Process-wide: whether page charges (umemcg_try_charge, umemcg_uncharge,
+ * umemcg_uncharge_direct) feed the heap profiler (default off; see
+ * SetHeapProfilePageCharges in umemcg/heap_profile.h). */
+UMEMCG_C_EXPORT void umemcg_set_heap_profile_page_charges(int on);
 /* Copies the group's heap profile (subtree != 0: with its descendants) as
  * the installed encoder writes it (libumemcg-profile's
  * InstallHeapProfileFiles: a gzipped pprof file) into buf when it fits

@@ -562,6 +562,24 @@ class UMEMCG_EXPORT alignas(64) Group {
   // TryCharge / Uncharge after the stock's rseq hit missed (charge.cc).
   [[gnu::noinline]] ChargeResult TryChargeMiss(uint64_t n, ChargeFlags flags);
   [[gnu::noinline]] void UnchargeMiss(uint64_t n);
+  // The public page API (TryCharge, Uncharge, UnchargeDirect without a
+  // StatItem) passes the heap profiler's page gate; these are what it does
+  // when the gate is open (page samples on, SetHeapProfilePageCharges, or
+  // the gate's periodic check): the countdown, and page samples when it
+  // expired (src/profile/sampler.h). `entry_return`: the caller's return
+  // address, where the sample's stack is cut.
+  [[gnu::noinline]] ChargeResult TryChargeSampled(uint64_t n, ChargeFlags flags,
+                                                  const void* entry_return);
+  [[gnu::noinline]] void UnchargeSampled(uint64_t n, bool direct);
+  // The same without the countdown, for umemcg's own page charges whose
+  // memory is sampled elsewhere (the object path's page refills and
+  // drains: its bytes are sampled).
+  ChargeResult TryChargeUnsampled(Pages n, ChargeFlags flags);
+  // GetObjCgroup without waiting for the tree lock (empty if it is held
+  // exclusively, or the group was removed): for the page samples.
+  ObjCgroupRef TryGetObjCgroup();
+  void UnchargeUnsampled(Pages n);
+  void UnchargeDirectUnsampled(Pages n);
 
   // Write-hot counter first (its own cache lines).
   PageCounter memory_;

@@ -3,7 +3,8 @@
 // Sampled heap profiles per group: which code holds a group's memory.
 //
 // Sampling. Allocations charged through an objcg by the allocator
-// integrations (MemoryResource, the LD_PRELOAD interposer, and callers of
+// integrations (MemoryResource, the LD_PRELOAD interposer in both heap
+// modes, libumemcg-jemalloc's per-group arenas, and callers of
 // NoteHeapAllocation below) are sampled by bytes: a Poisson process with one
 // point every `rate` bytes on average runs over the bytes each thread
 // allocates, and a block is sampled when a point falls in it (the geometric
@@ -23,7 +24,9 @@
 // than the process-wide minimum is thinned), the stack captured and the
 // sample recorded in a global table under a mutex. Frees of unsampled
 // blocks never consult the table: the integrations keep a "sampled" bit in
-// the block's header.
+// the block's header, or (libumemcg-jemalloc and the preload's jemalloc
+// mode, which have no header) serve sampled blocks from a second arena of
+// the group whose chunks are tagged "sampled".
 //
 // Stacks are captured with the unwind tables by default (correct through
 // code built without frame pointers): libunwind's unw_backtrace when
@@ -78,6 +81,21 @@ enum class StackCapture {
 };
 // Process-wide: how stacks are captured from now on.
 UMEMCG_EXPORT void SetHeapProfileStackCapture(StackCapture capture);
+
+// Page charges (Group::TryCharge, Uncharge and UnchargeDirect without a
+// StatItem, and the C API's umemcg_try_charge / umemcg_uncharge /
+// umemcg_uncharge_direct) feed the profiler only when this is on
+// (process-wide; default off; the calling thread sees a change at once,
+// other threads within 64 MiB of their page operations). Off, the page
+// API pays one thread-local subtraction and a branch (and a flag check
+// every 64 MiB of pages); on,
+// each page charge and uncharge counts against the thread's countdown like
+// an allocation, and a sampled one costs a sample (about a microsecond):
+// at the default 512 KiB interval, once every 128 single-page charges.
+// A page charge has no address: its sample joins its group's queue of page
+// samples, and an uncharge whose countdown expired releases the oldest of
+// them worth its estimated bytes (docs/design.md, Heap profiles per group).
+UMEMCG_EXPORT void SetHeapProfilePageCharges(bool on);
 
 // Frames kept per sample (innermost first); deeper stacks are cut.
 inline constexpr int kHeapProfileMaxFrames = 64;

@@ -61,6 +61,15 @@
 // to that ancestor), or with none allocates uncharged; memory.stat's
 // heap_arena_shared says so.
 //
+// Heap profile. Allocations routed to a group's arena feed the heap
+// profiler (heap_profile.h): a sampled block comes from the group's second,
+// "sampled" arena (made at its first sample, charged to the group through
+// the same hooks, counted in Info, purged and destroyed with the group's
+// arena, not counted in LiveArenas or against max_arenas), so a free tells
+// it apart by the chunk tag it already reads. Sampled blocks skip the
+// thread cache. A group whose sampled arena cannot be created (jemalloc's
+// arenas are taken) is not sampled.
+//
 // Fork. jemalloc's own fork handlers lock its arenas; umemcg's handler
 // (registered by Enable, so it runs before the controller's and
 // jemalloc's) waits for hooks that are charging and makes hooks that run

@@ -81,6 +81,10 @@ extern "C" int umemcg_set_heap_profile_rate(umemcg_group_t* group,
   return 0;
 }
 
+extern "C" void umemcg_set_heap_profile_page_charges(int on) {
+  umemcg::SetHeapProfilePageCharges(on != 0);
+}
+
 extern "C" int umemcg_heap_profile(umemcg_group_t* group, int subtree,
                                    void* buf, size_t len, size_t* needed) {
   GroupUse g = AcquireGroup(group);

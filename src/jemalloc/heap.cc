@@ -35,6 +35,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "profile/sampler.h"
 #include "stat_extension.h"
 #include "umemcg/active.h"
 #include "umemcg/check.h"
@@ -68,6 +69,11 @@ constexpr int kChunkShift = 19;        // 512 KiB
 constexpr size_t kChunk = size_t{1} << kChunkShift;
 constexpr int kLeafBits = 14;
 constexpr int kRootBits = 47 - kChunkShift - kLeafBits;  // 14
+// In an arena's tag (and so in its chunks' tags): the arena holds only
+// blocks the heap profiler sampled, so a free that finds it drops the
+// sample (profile::Forget) and others never look the block up.
+constexpr uint32_t kSampledTag = uint32_t{1} << 31;
+constexpr uint32_t kIncarnationMask = 0x7FFFF;  // bits 12..30 of the tag
 
 // ---- Per-thread state (trivial; constant-initialized) ----
 
@@ -134,10 +140,18 @@ struct InternalScope {
 // ---- Arenas ----
 
 struct ArenaState {
-  // Tag of the live arena at this index (incarnation << 12 | index), 0
-  // when none. Relaxed readers compare it with a chunk's tag; both were
-  // written before the block being freed was handed out.
+  // Tag of the live arena at this index (kSampledTag for a sampled arena |
+  // incarnation << 12 | index), 0 when none. Relaxed readers compare it
+  // with a chunk's tag; both were written before the block being freed was
+  // handed out.
   std::atomic<uint32_t> tag{0};
+  // A group's arena: its sampled arena (the heap profiler's sampled blocks
+  // of the group, charged to it too), 0 until its first sample. Release
+  // store under g_mu once the sampled arena is published; acquire loads.
+  std::atomic<unsigned> sampled{0};
+  // This is a group's sampled arena (written under g_mu at creation): it
+  // is destroyed with its group's arena, never alone.
+  bool is_sampled = false;
   std::atomic<bool> dying{false};
   // Pages charged by the hooks and not yet uncharged (settled ones).
   std::atomic<int64_t> charged{0};
@@ -485,24 +499,41 @@ Pages PurgeArena(unsigned ind) {
   return Pages(before > after ? static_cast<uint64_t>(before - after) : 0);
 }
 
+// One reclaimer per group: its arena and its sampled arena.
 Pages ArenaState::PurgeReclaimer::Reclaimable() {
   // Charged pages bound the dirty ones (a statistics refresh here would
   // take jemalloc's ctl lock on every reclaim pass).
-  const int64_t c = g_arenas[arena].charged.load(std::memory_order_relaxed);
+  int64_t c = g_arenas[arena].charged.load(std::memory_order_relaxed);
+  if (unsigned s = g_arenas[arena].sampled.load(std::memory_order_acquire);
+      s != 0) {
+    c += g_arenas[s].charged.load(std::memory_order_relaxed);
+  }
   return Pages(c > 0 ? static_cast<uint64_t>(c) : 0);
 }
 
 Pages ArenaState::PurgeReclaimer::Reclaim(Pages) {
   InternalScope in;
-  return PurgeArena(arena);
+  Pages purged = PurgeArena(arena);
+  if (unsigned s = g_arenas[arena].sampled.load(std::memory_order_acquire);
+      s != 0) {
+    purged = Pages(purged.raw() + PurgeArena(s).raw());
+  }
+  return purged;
 }
 
 // ---- Arena creation and destruction (g_mu held) ----
 
-// Creates an arena for `objcg`; 0 when refused (limit or jemalloc).
-unsigned CreateArena(ObjCgroup* objcg, Group& group) {
-  if (g_live_arenas.load(std::memory_order_relaxed) >=
-      static_cast<int>(std::min(g_options.max_arenas, kMaxArenas - 1))) {
+uint32_t TagOf(const ArenaState& a, unsigned ind) {
+  return (a.is_sampled ? kSampledTag : 0) | (a.incarnation << 12) | ind;
+}
+
+// Creates an arena for `objcg`; 0 when refused (limit or jemalloc). A
+// sampled arena (`sampled`) is its group's second one and does not count
+// against HeapOptions::max_arenas (LiveArenas counts groups' arenas).
+unsigned CreateArena(ObjCgroup* objcg, Group& group, bool sampled = false) {
+  if (!sampled &&
+      g_live_arenas.load(std::memory_order_relaxed) >=
+          static_cast<int>(std::min(g_options.max_arenas, kMaxArenas - 1))) {
     return 0;
   }
   unsigned ind = 0;
@@ -513,7 +544,7 @@ unsigned CreateArena(ObjCgroup* objcg, Group& group) {
     return 0;
   }
   ArenaState& a = g_arenas[ind];
-  a.incarnation = (a.incarnation + 1) & 0xFFFFF;
+  a.incarnation = (a.incarnation + 1) & kIncarnationMask;
   if (a.incarnation == 0) a.incarnation = 1;
   a.objcg_ref = ObjCgroupRef(objcg);
   a.objcg = objcg;
@@ -523,26 +554,24 @@ unsigned CreateArena(ObjCgroup* objcg, Group& group) {
   a.deferred.store(0, std::memory_order_relaxed);
   a.tcache_users.store(0, std::memory_order_relaxed);
   a.dying.store(false, std::memory_order_relaxed);
+  a.sampled.store(0, std::memory_order_relaxed);
+  a.is_sampled = sampled;
   a.reclaimer.arena = ind;
   // Release: the hooks and frees that read the tag see the fields above.
-  a.tag.store((a.incarnation << 12) | ind, std::memory_order_release);
-  if (group.AddReclaimer(&a.reclaimer).ok()) {
+  a.tag.store(TagOf(a, ind), std::memory_order_release);
+  // A sampled arena is purged by its group's arena's reclaimer.
+  if (!sampled && group.AddReclaimer(&a.reclaimer).ok()) {
     a.reclaimer_group = GroupRef(&group);
   }
-  g_live_arenas.fetch_add(1, std::memory_order_relaxed);
+  if (!sampled) g_live_arenas.fetch_add(1, std::memory_order_relaxed);
   return ind;
 }
 
-// Destroys arena `ind` if it is dying, unused by thread caches and holds
-// no active page. g_mu held.
-bool MaybeDestroy(unsigned ind) {
+// Destroys arena `ind` (its dirty pages, then the arena and its retained
+// ranges) and drops its references; false when jemalloc refused. g_mu
+// held; the arena holds no active page.
+bool DestroyArena(unsigned ind) {
   ArenaState& a = g_arenas[ind];
-  if (a.tag.load(std::memory_order_relaxed) == 0 ||
-      !a.dying.load(std::memory_order_acquire) ||
-      a.tcache_users.load(std::memory_order_acquire) != 0) {
-    return false;
-  }
-  if (ArenaStat(g_mib_pactive, ind) != 0) return false;
   // Its dirty pages go first (uncharged by the decommit hook), then the
   // arena and its retained ranges.
   PurgeArena(ind);
@@ -550,7 +579,7 @@ bool MaybeDestroy(unsigned ind) {
   size_t mib[3] = {g_mib_destroy[0], ind, g_mib_destroy[2]};
   a.tag.store(0, std::memory_order_release);
   if (mallctlbymib(mib, 3, nullptr, nullptr, nullptr, 0) != 0) {
-    a.tag.store((a.incarnation << 12) | ind, std::memory_order_release);
+    a.tag.store(TagOf(a, ind), std::memory_order_release);
     return false;
   }
   // Anything still charged (none when jemalloc's books and ours agree)
@@ -563,6 +592,26 @@ bool MaybeDestroy(unsigned ind) {
   a.reclaimer_group = GroupRef();  // removed with the group (offline)
   a.objcg = nullptr;
   a.objcg_ref = ObjCgroupRef();
+  a.sampled.store(0, std::memory_order_relaxed);
+  return true;
+}
+
+// Destroys arena `ind` if it is dying, unused by thread caches and holds
+// no active page. g_mu held.
+bool MaybeDestroy(unsigned ind) {
+  ArenaState& a = g_arenas[ind];
+  // A sampled arena goes with its group's arena.
+  if (a.tag.load(std::memory_order_relaxed) == 0 || a.is_sampled ||
+      !a.dying.load(std::memory_order_acquire) ||
+      a.tcache_users.load(std::memory_order_acquire) != 0) {
+    return false;
+  }
+  if (ArenaStat(g_mib_pactive, ind) != 0) return false;
+  const unsigned s = a.sampled.load(std::memory_order_relaxed);
+  if (s != 0) {
+    if (ArenaStat(g_mib_pactive, s) != 0 || !DestroyArena(s)) return false;
+  }
+  if (!DestroyArena(ind)) return false;
   g_live_arenas.fetch_sub(1, std::memory_order_relaxed);
   g_dying_arenas.fetch_sub(1, std::memory_order_relaxed);
   return true;
@@ -699,6 +748,38 @@ int TcacheFlags(unsigned ind) {
   return MALLOCX_ARENA(b.arena) | TcacheFlags(b.arena);
 }
 
+// ---- Sampled blocks (the heap profiler) ----
+
+// The sampled arena of group arena `ind`, created at its first sample; 0
+// when there is none and none can be made (jemalloc's arenas are taken, or
+// the arena is dying): the sample is then not taken.
+unsigned SampledArenaOf(unsigned ind) {
+  ArenaState& a = g_arenas[ind];
+  // Acquire: pairs with the release store below (the arena's fields).
+  unsigned s = a.sampled.load(std::memory_order_acquire);
+  if (s != 0) return s;
+  InternalScope in;
+  std::lock_guard lock(g_mu);
+  if (a.tag.load(std::memory_order_relaxed) == 0 || a.is_sampled ||
+      a.dying.load(std::memory_order_relaxed) || a.objcg == nullptr) {
+    return 0;
+  }
+  s = a.sampled.load(std::memory_order_relaxed);
+  if (s == 0) {
+    s = CreateArena(a.objcg, *a.owner, /*sampled=*/true);
+    a.sampled.store(s, std::memory_order_release);
+  }
+  return s;
+}
+
+// A block of a sampled arena is being freed: its sample goes first (before
+// the address can be handed out again). No thread cache: see AllocSampled.
+[[gnu::noinline]] int FreeSampled(void* p) {
+  InternalScope in;
+  profile::Forget(p);
+  return MALLOCX_TCACHE_NONE;
+}
+
 // ---- Observer: removal ----
 
 class RemovalObserver : public ControllerObserver {
@@ -824,6 +905,8 @@ int FreeFlags(void* p) {
   const unsigned ind = tag & (kMaxArenas - 1);
   ArenaState& a = g_arenas[ind];
   if (a.tag.load(std::memory_order_relaxed) != tag) return 0;
+  if ((tag & kSampledTag) != 0) [[unlikely]]
+    return FreeSampled(p);
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
   if (tls.generation != gen) [[unlikely]]
     CatchUp(gen);
@@ -844,6 +927,44 @@ unsigned ArenaOf(const void* p) {
 }
 
 bool Refused() { return tls.refused_arena != 0; }
+
+void* AllocSampled(size_t size, int flags, const void* entry_return) {
+  const unsigned ind = (static_cast<unsigned>(flags) >> 20) - 1;
+  if (tls.internal > 0 || ind == 0 || ind >= kMaxArenas) {
+    return mallocx(size, flags);
+  }
+#ifdef UMEMCG_JEMALLOC_IN_PRELOAD
+  // UMEMCG_PROFILE's SIGUSR2 (the handler only raised the flag): written
+  // here, at a sampling decision, as the header mode does.
+  if (preload::g_profile_requested.load(std::memory_order_relaxed) &&
+      preload::g_profile_requested.exchange(false, std::memory_order_relaxed)) {
+    InternalScope in;
+    preload::WriteRequestedProfile();
+  }
+#endif
+  // The thread's binding (through which `flags` came) keeps the arena and
+  // its objcg alive: its thread cache of the arena, or its group online.
+  ArenaState& a = g_arenas[ind];
+  ObjCgroup* owner = a.objcg;
+  uint64_t rate = 0;
+  {
+    InternalScope in;  // the profiler's own allocations stay uncharged
+    if (owner == nullptr || !profile::SampleDecide(owner, size, &rate)) {
+      owner = nullptr;
+    }
+  }
+  const unsigned s = owner == nullptr ? 0 : SampledArenaOf(ind);
+  if (s == 0) return mallocx(size, flags);  // unsampled (or no arena for it)
+  // Alignment and zeroing as asked; the sampled arena, without a thread
+  // cache (its blocks are rare and must not linger in a cache).
+  void* p =
+      mallocx(size, (flags & 0xFF) | MALLOCX_ARENA(s) | MALLOCX_TCACHE_NONE);
+  if (p != nullptr) {
+    InternalScope in;
+    (void)profile::SampleRecord(owner, p, size, rate, entry_return);
+  }
+  return p;
+}
 
 void AfterAlloc(void* result) {
   if (result == nullptr) tls.refused_arena = 0;
@@ -922,7 +1043,8 @@ void Disable() {
   for (unsigned i = 1; i < kMaxArenas; ++i) {
     ArenaState& a = g_arenas[i];
     if (a.tag.load(std::memory_order_relaxed) == 0) continue;
-    MarkDying(a);
+    // A sampled arena is destroyed with its group's (not counted dying).
+    if (!a.is_sampled) MarkDying(a);
     if (a.reclaimer_group) {
       (void)a.reclaimer_group->RemoveReclaimer(&a.reclaimer);
       a.reclaimer_group = GroupRef();
@@ -955,15 +1077,22 @@ void Disable() {
 }
 
 void* Allocate(size_t size) {
-  void* p = mallocx(size == 0 ? 1 : size, internal::AllocFlags());
+  const size_t n = size == 0 ? 1 : size;
+  const int flags = internal::AllocFlags();
+  void* p = internal::SampleNow(flags, n)
+                ? internal::AllocSampled(n, flags, __builtin_return_address(0))
+                : mallocx(n, flags);
   internal::AfterAlloc(p);
   if (p == nullptr) errno = ENOMEM;
   return p;
 }
 
 void* AllocateAligned(size_t size, size_t alignment) {
-  void* p = mallocx(size == 0 ? 1 : size,
-                    internal::AllocFlags() | MALLOCX_ALIGN(alignment));
+  const size_t n = size == 0 ? 1 : size;
+  const int flags = internal::AllocFlags() | MALLOCX_ALIGN(alignment);
+  void* p = internal::SampleNow(flags, n)
+                ? internal::AllocSampled(n, flags, __builtin_return_address(0))
+                : mallocx(n, flags);
   internal::AfterAlloc(p);
   if (p == nullptr) errno = ENOMEM;
   return p;
@@ -989,24 +1118,38 @@ ArenaInfo Info(Group& group) {
   RefreshStats();
   info.arena = ind;
   info.shared = it->second.shared;
-  const int64_t c = a.charged.load(std::memory_order_relaxed);
+  int64_t c = a.charged.load(std::memory_order_relaxed);
+  uint64_t active = ArenaStat(g_mib_pactive, ind);
+  uint64_t dirty = ArenaStat(g_mib_pdirty, ind);
+  // The group's sampled arena (its profiler-sampled blocks) is its too.
+  if (const unsigned s = a.sampled.load(std::memory_order_relaxed); s != 0) {
+    Settle(g_arenas[s]);
+    c += g_arenas[s].charged.load(std::memory_order_relaxed);
+    active += ArenaStat(g_mib_pactive, s);
+    dirty += ArenaStat(g_mib_pdirty, s);
+  }
   info.charged = Pages(c > 0 ? static_cast<uint64_t>(c) : 0);
-  info.active = Pages(ArenaStat(g_mib_pactive, ind));
-  info.dirty = Pages(ArenaStat(g_mib_pdirty, ind));
+  info.active = Pages(active);
+  info.dirty = Pages(dirty);
   return info;
 }
 
 Pages Purge(Group& group) {
   InternalScope in;
-  unsigned ind = 0;
+  unsigned ind = 0, sampled = 0;
   {
     std::lock_guard lock(g_mu);
     if (g_bindings == nullptr) return Pages(0);
     auto it = g_bindings->find(group.id());
     if (it == g_bindings->end() || it->second.shared) return Pages(0);
     ind = it->second.arena;
+    if (ind != 0)
+      sampled = g_arenas[ind].sampled.load(std::memory_order_relaxed);
   }
-  return ind == 0 ? Pages(0) : PurgeArena(ind);
+  if (ind == 0) return Pages(0);
+  Pages purged = PurgeArena(ind);
+  if (sampled != 0) purged = Pages(purged.raw() + PurgeArena(sampled).raw());
+  return purged;
 }
 
 void FlushThreadCaches() {

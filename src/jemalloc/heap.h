@@ -13,13 +13,33 @@
 
 #include <cstddef>
 
+#include "profile/sampler.h"
+
 namespace umemcg::jemalloc::internal {
 
 // mallocx flags for an allocation by the calling thread now: the active
 // group's arena and this thread's cache of it, or 0 (automatic arena).
 int AllocFlags();
-// mallocx / dallocx flags for freeing `p` on the calling thread.
+// mallocx / dallocx flags for freeing `p` on the calling thread. A block of
+// a sampled arena (see AllocSampled) drops its sample here.
 int FreeFlags(void* p);
+// The heap profiler's countdown (profile/sampler.h) for an allocation of
+// `size` bytes with AllocFlags' `flags`: only allocations routed to a
+// group's arena count. One thread-local subtraction and a branch; true:
+// allocate with AllocSampled instead of mallocx.
+[[gnu::always_inline]] inline bool SampleNow(int flags, size_t size) {
+  // MALLOCX_ARENA(a) is (a + 1) << 20; 0 for the automatic arenas.
+  return (static_cast<unsigned>(flags) >> 20) != 0 &&
+         profile::CountdownExpired(size);
+}
+// mallocx(size, flags) for an allocation whose countdown expired: when the
+// profiler samples it, the block comes from the group's sampled arena
+// (charged to the group like its arena; its chunks' tag marks them, so
+// FreeFlags tells a sampled block from others with the lookup it already
+// does) and is recorded with the stack cut at `entry_return` (the return
+// address of the allocator's entry point).
+[[gnu::noinline]] void* AllocSampled(size_t size, int flags,
+                                     const void* entry_return);
 // The arena owning `p` (0: not a group's arena).
 unsigned ArenaOf(const void* p);
 // Sleeps the memory.high penalty the calling thread's last commit hooks

@@ -24,10 +24,17 @@ namespace {
 
 using umemcg::jemalloc::internal::AfterAlloc;
 using umemcg::jemalloc::internal::AllocFlags;
+using umemcg::jemalloc::internal::AllocSampled;
 using umemcg::jemalloc::internal::FreeFlags;
+using umemcg::jemalloc::internal::SampleNow;
 
-inline void* Alloc(size_t size, int extra) {
-  void* p = mallocx(size == 0 ? 1 : size, AllocFlags() | extra);
+// `entry_return`: the return address of the entry point the program called
+// (malloc, operator new, ...), where the heap profiler cuts the stack.
+inline void* Alloc(size_t size, int extra, const void* entry_return) {
+  const size_t n = size == 0 ? 1 : size;
+  const int flags = AllocFlags() | extra;
+  void* p = SampleNow(flags, n) ? AllocSampled(n, flags, entry_return)
+                                : mallocx(n, flags);
   AfterAlloc(p);
   if (p == nullptr) errno = ENOMEM;
   return p;
@@ -39,9 +46,9 @@ inline int AlignFlag(size_t alignment) {
 
 bool PowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-void* NewImpl(size_t size, size_t alignment) {
+void* NewImpl(size_t size, size_t alignment, const void* entry_return) {
   for (;;) {
-    void* p = Alloc(size, AlignFlag(alignment));
+    void* p = Alloc(size, AlignFlag(alignment), entry_return);
     if (p != nullptr) return p;
     std::new_handler h = std::get_new_handler();
     if (h == nullptr) throw std::bad_alloc();
@@ -49,9 +56,10 @@ void* NewImpl(size_t size, size_t alignment) {
   }
 }
 
-void* NewNothrow(size_t size, size_t alignment) noexcept {
+void* NewNothrow(size_t size, size_t alignment,
+                 const void* entry_return) noexcept {
   try {
-    return NewImpl(size, alignment);
+    return NewImpl(size, alignment, entry_return);
   } catch (...) {
     return nullptr;
   }
@@ -67,10 +75,13 @@ inline void ReleaseSized(void* p, size_t size, size_t alignment) {
 
 }  // namespace
 
+// In an entry point: the program's return address (see Alloc).
+#define RA __builtin_return_address(0)
+
 extern "C" {
 
 [[gnu::visibility("default")]] void* malloc(size_t size) {
-  return Alloc(size, 0);
+  return Alloc(size, 0, RA);
 }
 
 [[gnu::visibility("default")]] void free(void* p) { Release(p); }
@@ -81,11 +92,11 @@ extern "C" {
     errno = ENOMEM;
     return nullptr;
   }
-  return Alloc(total, MALLOCX_ZERO);
+  return Alloc(total, MALLOCX_ZERO, RA);
 }
 
 [[gnu::visibility("default")]] void* realloc(void* p, size_t size) {
-  if (p == nullptr) return Alloc(size, 0);
+  if (p == nullptr) return Alloc(size, 0, RA);
   if (size == 0) {
     Release(p);
     return nullptr;
@@ -94,17 +105,29 @@ extern "C" {
   // MALLOCX_ARENA(a) is (a + 1) << 20; 0 for the automatic arenas.
   const unsigned target = static_cast<unsigned>(alloc_flags) >> 20;
   // Same arena (or both unaccounted): jemalloc resizes in place or moves
-  // within it. Otherwise the new block comes from the active group's arena
-  // and the old one goes back to its owner's.
+  // within it, unless the heap profiler samples the new block (it then
+  // comes from the group's sampled arena). Otherwise the new block comes
+  // from the active group's arena and the old one goes back to its
+  // owner's (a sampled old block drops its sample in FreeFlags).
+  void* q;
   if (umemcg::jemalloc::internal::ArenaOf(p) + (target != 0 ? 1u : 0u) ==
       target) {
-    void* q = rallocx(p, size, alloc_flags);
+    if (!SampleNow(alloc_flags, size)) [[likely]] {
+      q = rallocx(p, size, alloc_flags);
+      AfterAlloc(q);
+      if (q == nullptr) errno = ENOMEM;
+      return q;
+    }
+    q = AllocSampled(size, alloc_flags, RA);
     AfterAlloc(q);
-    if (q == nullptr) errno = ENOMEM;
-    return q;
+    if (q == nullptr) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  } else {
+    q = Alloc(size, 0, RA);
+    if (q == nullptr) return nullptr;
   }
-  void* q = Alloc(size, 0);
-  if (q == nullptr) return nullptr;
   const size_t old = sallocx(p, 0);
   memcpy(q, p, old < size ? old : size);
   dallocx(p, FreeFlags(p));
@@ -114,7 +137,7 @@ extern "C" {
 [[gnu::visibility("default")]] int posix_memalign(void** out, size_t alignment,
                                                   size_t size) {
   if (!PowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
-  void* p = Alloc(size, MALLOCX_ALIGN(alignment));
+  void* p = Alloc(size, MALLOCX_ALIGN(alignment), RA);
   if (p == nullptr) return ENOMEM;
   *out = p;
   return 0;
@@ -126,19 +149,23 @@ extern "C" {
     errno = EINVAL;
     return nullptr;
   }
-  return Alloc(size, MALLOCX_ALIGN(alignment));
+  return Alloc(size, MALLOCX_ALIGN(alignment), RA);
 }
 
 [[gnu::visibility("default")]] void* memalign(size_t alignment, size_t size) {
-  return aligned_alloc(alignment, size);
+  if (!PowerOfTwo(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return Alloc(size, MALLOCX_ALIGN(alignment), RA);
 }
 
 [[gnu::visibility("default")]] void* valloc(size_t size) {
-  return Alloc(size, MALLOCX_ALIGN(4096));
+  return Alloc(size, MALLOCX_ALIGN(4096), RA);
 }
 
 [[gnu::visibility("default")]] void* pvalloc(size_t size) {
-  return Alloc((size + 4095) & ~size_t{4095}, MALLOCX_ALIGN(4096));
+  return Alloc((size + 4095) & ~size_t{4095}, MALLOCX_ALIGN(4096), RA);
 }
 
 [[gnu::visibility("default")]] size_t malloc_usable_size(void* p) {
@@ -150,34 +177,34 @@ extern "C" {
 // ---- operator new / delete ----
 
 [[gnu::visibility("default")]] void* operator new(size_t size) {
-  return NewImpl(size, 0);
+  return NewImpl(size, 0, RA);
 }
 [[gnu::visibility("default")]] void* operator new[](size_t size) {
-  return NewImpl(size, 0);
+  return NewImpl(size, 0, RA);
 }
 [[gnu::visibility("default")]] void* operator new(
     size_t size, const std::nothrow_t&) noexcept {
-  return NewNothrow(size, 0);
+  return NewNothrow(size, 0, RA);
 }
 [[gnu::visibility("default")]] void* operator new[](
     size_t size, const std::nothrow_t&) noexcept {
-  return NewNothrow(size, 0);
+  return NewNothrow(size, 0, RA);
 }
 [[gnu::visibility("default")]] void* operator new(size_t size,
                                                   std::align_val_t al) {
-  return NewImpl(size, static_cast<size_t>(al));
+  return NewImpl(size, static_cast<size_t>(al), RA);
 }
 [[gnu::visibility("default")]] void* operator new[](size_t size,
                                                     std::align_val_t al) {
-  return NewImpl(size, static_cast<size_t>(al));
+  return NewImpl(size, static_cast<size_t>(al), RA);
 }
 [[gnu::visibility("default")]] void* operator new(
     size_t size, std::align_val_t al, const std::nothrow_t&) noexcept {
-  return NewNothrow(size, static_cast<size_t>(al));
+  return NewNothrow(size, static_cast<size_t>(al), RA);
 }
 [[gnu::visibility("default")]] void* operator new[](
     size_t size, std::align_val_t al, const std::nothrow_t&) noexcept {
-  return NewNothrow(size, static_cast<size_t>(al));
+  return NewNothrow(size, static_cast<size_t>(al), RA);
 }
 
 [[gnu::visibility("default")]] void operator delete(void* p) noexcept {

@@ -101,8 +101,10 @@ namespace {
 
 using jemalloc::internal::AfterAlloc;
 using jemalloc::internal::AllocFlags;
+using jemalloc::internal::AllocSampled;
 using jemalloc::internal::FreeFlags;
 using jemalloc::internal::Refused;
+using jemalloc::internal::SampleNow;
 
 constexpr size_t kMaxRequest = SIZE_MAX / 4;  // as heap_block.cc
 
@@ -130,7 +132,13 @@ void* JeAllocate(size_t size, size_t align, bool zero) {
   const int saved = *err;
   int flags = AllocFlags() | AlignFlag(align);
   if (zero) flags |= MALLOCX_ZERO;
-  void* p = mallocx(size == 0 ? 1 : size, flags);
+  const size_t n = size == 0 ? 1 : size;
+  // The heap profiler (UMEMCG_PROFILE): the stack is cut at the return
+  // address into the preload's entry point (malloc, new, ...), as the
+  // header mode cuts it.
+  void* p = SampleNow(flags, n)
+                ? AllocSampled(n, flags, __builtin_return_address(0))
+                : mallocx(n, flags);
   if (__builtin_expect(p == nullptr, 0)) {
     if (Refused()) CountFailure();
     AfterAlloc(p);
@@ -169,10 +177,23 @@ void* JeReallocate(void* p, size_t size) {
   // within it; otherwise the block moves to the caller's group's arena.
   const unsigned target = static_cast<unsigned>(alloc_flags) >> 20;
   void* q;
-  if (jemalloc::internal::ArenaOf(p) + (target != 0 ? 1u : 0u) == target) {
+  // In place unless the profiler samples the new block (then it moves to
+  // the group's sampled arena).
+  const bool same =
+      jemalloc::internal::ArenaOf(p) + (target != 0 ? 1u : 0u) == target;
+  if (same && !SampleNow(alloc_flags, size)) {
     q = rallocx(p, size, alloc_flags);
     if (q == nullptr && Refused()) CountFailure();
     AfterAlloc(q);
+  } else if (same) {
+    q = AllocSampled(size, alloc_flags, __builtin_return_address(0));
+    if (q == nullptr && Refused()) CountFailure();
+    AfterAlloc(q);
+    if (q != nullptr) {
+      const size_t old = sallocx(p, 0);
+      memcpy(q, p, old < size ? old : size);
+      dallocx(p, FreeFlags(p));
+    }
   } else {
     q = JeAllocate(size, 16, false);
     if (q != nullptr) {

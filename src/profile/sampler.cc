@@ -55,6 +55,8 @@ namespace profile {
 
 constinit thread_local ThreadSampler tls_sampler
     __attribute__((tls_model("initial-exec")));
+constinit thread_local int64_t tls_page_gate
+    __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
@@ -114,6 +116,26 @@ Site* g_free_sites = nullptr;
 char* g_arena = nullptr;
 size_t g_arena_left = 0;
 uint64_t g_live = 0;
+
+// ---- Page samples ----
+//
+// A page charge has no address: its sample gets a key of its own (bit 63,
+// never a user-space address) from its objcg's queue, oldest first. An
+// uncharge whose countdown expired stands for size / p(size) uncharged
+// bytes (the same estimator as a sample's): that credit releases the
+// queue's oldest samples, so a group's estimated in-use page bytes follow
+// charged minus uncharged, and each sample leaves in charge order.
+constexpr uintptr_t kPageKey = uintptr_t{1} << 63;
+constexpr int kPageQueues = 4096;
+constexpr int kQueueShift = 40;
+struct PageQueue {
+  const ObjCgroup* objcg;  // null: free slot
+  uint64_t head;           // oldest live sequence number
+  uint64_t tail;           // next sequence number
+  double credit;           // uncharged bytes not yet released
+};
+PageQueue g_page_queues[kPageQueues];  // guarded by g_mu
+int g_page_queues_used = 0;            // slots ever used (scan bound)
 
 // Rates: (controller or group) -> interval. Few entries; a linear scan on
 // the slow path.
@@ -525,6 +547,8 @@ class ProfilerFork final : public internal::ForkParticipant {
     g_arena = nullptr;
     g_arena_left = 0;
     g_live = 0;
+    std::memset(static_cast<void*>(g_page_queues), 0, sizeof(g_page_queues));
+    g_page_queues_used = 0;
   }
 };
 
@@ -537,8 +561,7 @@ void RegisterForFork() {
                  [] { internal::RegisterInnermostForFork(&participant); });
 }
 
-bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
-                const void* entry_return) {
+bool SampleDecide(ObjCgroup* owner, uint64_t size, uint64_t* rate_out) {
   ThreadSampler& t = tls_sampler;
   if (t.busy != 0) {  // an allocation made by the slow path itself
     t.bytes_until_sample = kRecheckBytes;
@@ -564,8 +587,6 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
 
   ++t.busy;
   bool sampled = false;
-  uintptr_t frames[kHeapProfileMaxFrames];
-  int nframes = 0;
   uint64_t rate;
   {
     GroupRef group = owner->GetGroup();
@@ -582,12 +603,21 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
                                              static_cast<double>(rate));
     }
   }
-  if (sampled) {
-    nframes = CaptureStack(frames, entry_return);
-    const double p =
-        OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
-    const double weight = p > 0 ? 1.0 / p : 1.0;
-    Locked lock;
+  --t.busy;
+  *rate_out = rate;
+  return sampled;
+}
+
+namespace {
+
+// Records `block` (g_mu held); false when out of table memory.
+bool RecordLocked(ObjCgroup* owner, uintptr_t block, uint64_t size,
+                  uint64_t rate, const uintptr_t* frames, int nframes) {
+  bool sampled = true;
+  const double p =
+      OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
+  const double weight = p > 0 ? 1.0 / p : 1.0;
+  {
     Site* s = FindOrAddSiteLocked(owner, frames, nframes);
     Record* r = g_free_records;
     if (r != nullptr) {
@@ -602,7 +632,7 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
       }
       sampled = false;  // out of memory: not recorded
     } else {
-      r->block = reinterpret_cast<uintptr_t>(block);
+      r->block = block;
       r->site = s;
       r->size = size;
       r->objects = weight;
@@ -622,8 +652,129 @@ bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
       s->inuse_space += r->space;
     }
   }
+  return sampled;
+}
+
+uintptr_t PageKey(int q, uint64_t seq) {
+  return kPageKey | (static_cast<uintptr_t>(q) << kQueueShift) |
+         (seq & ((uintptr_t{1} << kQueueShift) - 1));
+}
+
+// The queue of `objcg`; with `create`, a free slot if it has none. -1 when
+// none (or the table is full).
+int PageQueueLocked(const ObjCgroup* objcg, bool create) {
+  int free_slot = -1;
+  for (int i = 0; i < g_page_queues_used; ++i) {
+    if (g_page_queues[i].objcg == objcg) return i;
+    if (free_slot < 0 && g_page_queues[i].objcg == nullptr) free_slot = i;
+  }
+  if (!create) return -1;
+  if (free_slot < 0) {
+    if (g_page_queues_used == kPageQueues) return -1;
+    free_slot = g_page_queues_used++;
+  }
+  g_page_queues[free_slot] = PageQueue{objcg, 0, 0, 0};
+  return free_slot;
+}
+
+Record* FindRecordLocked(uintptr_t block) {
+  if (g_records.buckets == nullptr) return nullptr;
+  for (Record* r = g_records.buckets[Mix(block) & g_records.mask]; r != nullptr;
+       r = r->next) {
+    if (r->block == block) return r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool SampleRecord(ObjCgroup* owner, const void* block, uint64_t size,
+                  uint64_t rate, const void* entry_return) {
+  ThreadSampler& t = tls_sampler;
+  ++t.busy;
+  uintptr_t frames[kHeapProfileMaxFrames];
+  const int nframes = CaptureStack(frames, entry_return);
+  bool sampled;
+  {
+    Locked lock;
+    sampled = RecordLocked(owner, reinterpret_cast<uintptr_t>(block), size,
+                           rate, frames, nframes);
+  }
   --t.busy;
   return sampled;
+}
+
+void SamplePages(ObjCgroup* objcg, uint64_t pages, const void* entry_return) {
+  ThreadSampler& t = tls_sampler;
+  uint64_t rate = 0;
+  const uint64_t size = pages << kPageShift;
+  if (!SampleDecide(objcg, size, &rate)) return;
+  ++t.busy;
+  uintptr_t frames[kHeapProfileMaxFrames];
+  const int nframes = CaptureStack(frames, entry_return);
+  {
+    Locked lock;
+    const int q = PageQueueLocked(objcg, /*create=*/true);
+    if (q >= 0) {
+      PageQueue& pq = g_page_queues[q];
+      // A key is used once recorded (a hole, out of table memory, is
+      // skipped when the queue reaches it).
+      (void)RecordLocked(objcg, PageKey(q, pq.tail), size, rate, frames,
+                         nframes);
+      ++pq.tail;
+    }
+  }
+  --t.busy;
+}
+
+void UnsamplePages(ObjCgroup* objcg, uint64_t pages) {
+  uint64_t rate = 0;
+  const uint64_t size = pages << kPageShift;
+  if (!SampleDecide(objcg, size, &rate)) return;
+  const double p =
+      OneMinusExpNeg(static_cast<double>(size) / static_cast<double>(rate));
+  Locked lock;
+  const int q = PageQueueLocked(objcg, /*create=*/false);
+  if (q < 0) return;  // no page sample of this group
+  PageQueue& pq = g_page_queues[q];
+  pq.credit += p > 0 ? static_cast<double>(size) / p : 0;
+  // Release the oldest while the credit covers at least half of one (the
+  // remainder, positive or negative, carries over: no bias from rounding).
+  while (pq.head != pq.tail) {
+    Record* r = FindRecordLocked(PageKey(q, pq.head));
+    if (r == nullptr) {  // a hole
+      ++pq.head;
+      continue;
+    }
+    if (pq.credit < r->space / 2) break;
+    pq.credit -= r->space;
+    r = TakeRecordLocked(r->block);
+    ReleaseRecordLocked(r);
+    ++pq.head;
+  }
+  if (pq.head == pq.tail) pq.credit = 0;  // nothing left to owe against
+}
+
+namespace {
+// SetHeapProfilePageCharges. Relaxed: a thread notices a change at its next
+// page operation (on) or within 64 MiB of page operations (off).
+std::atomic<bool> g_page_charges{false};
+}  // namespace
+
+bool PageGateSlow(uint64_t size) {
+  if (!g_page_charges.load(std::memory_order_relaxed)) {
+    tls_page_gate = kRecheckBytes;
+    return false;
+  }
+  tls_page_gate = -1;  // on: every page operation comes here
+  return CountdownExpired(size);
+}
+
+bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
+                const void* entry_return) {
+  uint64_t rate = 0;
+  if (!SampleDecide(owner, size, &rate)) return false;
+  return SampleRecord(owner, block, size, rate, entry_return);
 }
 
 void Forget(const void* block) {
@@ -647,6 +798,10 @@ void ForgetController(const Controller* controller) {
 
 void ForgetObjCgroup(const ObjCgroup* objcg, ObjCgroup* heir) {
   Locked lock;
+  // Its page samples' queue goes (their records go with its sites below).
+  if (const int q = PageQueueLocked(objcg, /*create=*/false); q >= 0) {
+    g_page_queues[q].objcg = nullptr;
+  }
   if (g_sites.buckets == nullptr || g_sites.count == 0) return;
   if (heir == objcg) heir = nullptr;
   // Unlink its sites first: adding the heir's may grow the table.
@@ -723,6 +878,13 @@ void ClearHeapProfileRate(Group& group) {
 Bytes HeapProfileRate(const Group& group) {
   profile::Locked lock;
   return Bytes(profile::RateForLocked(group));
+}
+
+void SetHeapProfilePageCharges(bool on) {
+  profile::g_page_charges.store(on, std::memory_order_relaxed);
+  // The calling thread looks again at its next page operation; others
+  // within 64 MiB of theirs.
+  profile::tls_page_gate = -1;
 }
 
 void SetHeapProfileStackCapture(StackCapture capture) {

@@ -7,12 +7,17 @@
 // (thinning for groups sampled less often than the process-wide minimum
 // interval), captures the stack and records the block; a true result means
 // "sampled", and the integration keeps a bit in the block's header so that
-// its free calls Forget. Unsampled frees never reach this component.
+// its free calls Forget (the jemalloc arenas, without a header, decide
+// first with SampleDecide, serve the block from a sampled arena whose chunk
+// tag is the bit, and record it with SampleRecord). Unsampled frees never
+// reach this component.
 
 #ifndef UMEMCG_PROFILE_SAMPLER_H_
 #define UMEMCG_PROFILE_SAMPLER_H_
 
 #include <cstdint>
+
+#include "umemcg/export.h"
 
 namespace umemcg {
 class Controller;
@@ -30,8 +35,26 @@ struct ThreadSampler {
 // Initial-exec: one %fs-relative access on the allocation paths, no
 // __tls_get_addr call (the preload's own state is initial-exec too; a
 // dlopen'ed copy takes 24 bytes of the static TLS surplus).
-extern constinit thread_local ThreadSampler tls_sampler
+// Exported (as SampleDecide, SampleRecord and Forget) for the shared
+// libumemcg-jemalloc, whose arenas feed this profiler in libumemcg.so.
+UMEMCG_EXPORT extern constinit thread_local ThreadSampler tls_sampler
     __attribute__((tls_model("initial-exec")));
+
+// The page API's gate (SetHeapProfilePageCharges): bytes of page charges
+// and uncharges before the thread looks at the switch again; below zero
+// the page operation goes through PageGateSlow. While page samples are on
+// it stays below zero, so every page operation runs the countdown.
+extern constinit thread_local int64_t tls_page_gate
+    __attribute__((tls_model("initial-exec")));
+[[gnu::always_inline]] inline bool PageGateClosed(uint64_t size) {
+  int64_t& g = tls_page_gate;
+  g -= static_cast<int64_t>(size);
+  return __builtin_expect(g >= 0, 1);
+}
+// After PageGateClosed returned false: whether this page operation counts
+// against the countdown and the countdown expired (then the caller samples
+// it). Re-arms the gate for 64 MiB when page samples are off.
+[[gnu::noinline]] bool PageGateSlow(uint64_t size);
 
 // Counts `size` bytes allocated; true when the countdown expired.
 [[gnu::always_inline]] inline bool CountdownExpired(uint64_t size) {
@@ -49,9 +72,35 @@ extern constinit thread_local ThreadSampler tls_sampler
 [[gnu::noinline]] bool SampleSlow(ObjCgroup* owner, const void* block,
                                   uint64_t size, const void* entry_return);
 
+// SampleSlow in two steps, for an integration that must know before it
+// allocates whether the block is sampled (the jemalloc arenas serve a
+// sampled block from a separate arena, which is how its free is told
+// apart without a header). SampleDecide, after CountdownExpired, decides
+// and draws the next countdown; true: the block is sampled, `*rate` is its
+// group's interval, and the caller allocates the block and passes it to
+// SampleRecord, which captures the stack and records it (false: out of
+// table memory, not recorded). REQUIRES: as SampleSlow.
+UMEMCG_EXPORT [[gnu::noinline]] bool SampleDecide(ObjCgroup* owner,
+                                                  uint64_t size,
+                                                  uint64_t* rate);
+UMEMCG_EXPORT [[gnu::noinline]] bool SampleRecord(ObjCgroup* owner,
+                                                  const void* block,
+                                                  uint64_t size, uint64_t rate,
+                                                  const void* entry_return);
+
+// Page samples (Group's page API: TryCharge, Uncharge, UnchargeDirect
+// without a StatItem, after CountdownExpired). A page charge has no block:
+// SamplePages samples `pages` charged through `objcg`'s group into the
+// objcg's queue of page samples; UnsamplePages, for an uncharge, stands
+// for the uncharged bytes by the same estimator and releases the queue's
+// oldest samples worth that much (see sampler.cc). REQUIRES: the caller
+// holds a reference to `objcg`.
+void SamplePages(ObjCgroup* objcg, uint64_t pages, const void* entry_return);
+void UnsamplePages(ObjCgroup* objcg, uint64_t pages);
+
 // A sampled block is being freed (or moved by realloc): drops its sample.
 // A block not in the table (sampled before a fork) is ignored.
-[[gnu::noinline]] void Forget(const void* block);
+UMEMCG_EXPORT [[gnu::noinline]] void Forget(const void* block);
 
 // A group or a controller is being freed: its sampling rates go.
 void ForgetGroup(const Group* group);

@@ -9,10 +9,19 @@
 # with probability 1 - exp(-8), so the estimate cannot stray);
 # `google-pprof --text` names both; SIGUSR2 writes one more (heap.PID.1).
 # A missing go or google-pprof fails the test.
+# With a third argument (libjemalloc.so.2) the same runs in the preload's
+# jemalloc mode (UMEMCG_HEAP=jemalloc, jemalloc preloaded behind the
+# preload), where sampled blocks live in each group's sampled arena.
 # Usage: preload_profile_test.sh <libumemcg-preload.so> <profile_target>
+#        [libjemalloc.so.2]
 set -u
 LIB=$(readlink -f "$1")
 PROG=$(readlink -f "$2")
+if [[ $# -ge 3 ]]; then
+  export UMEMCG_HEAP=jemalloc
+  LIB="$LIB $(readlink -f "$3")"
+  echo "jemalloc mode: LD_PRELOAD=\"$LIB\""
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 command -v go > /dev/null || { echo "FAIL: go is required (apt-get install golang-go)"; exit 1; }
