@@ -366,7 +366,14 @@ int main(int argc, char** argv) {
     umemcg::SetHeapProfileStackCapture(umemcg::StackCapture::kFramePointers);
   }
 #ifdef ALLOC_BENCH_JEMALLOC
-  if (!umemcg::jemalloc::Enable(*env.ctrl).ok()) return 1;
+  // The arenas feed the profiler when asked (HeapOptions::heap_profile):
+  // here when UMEMCG_PROFILE_RATE is set, and in `sampled`.
+  umemcg::jemalloc::HeapOptions heap_options;
+  if (const char* rate = std::getenv("UMEMCG_PROFILE_RATE");
+      (rate != nullptr && *rate != '\0') || mode == "sampled") {
+    heap_options.heap_profile = true;
+  }
+  if (!umemcg::jemalloc::Enable(*env.ctrl, heap_options).ok()) return 1;
 #endif
   for (int t = 0; t < 8; ++t) {
     env.tenants.push_back(

@@ -106,6 +106,14 @@ struct HeapOptions {
   // Use explicit thread caches per (thread, arena); false: no thread cache
   // for accounted blocks (every op goes to the arena's bin lock).
   bool tcache = true;
+  // Feed the heap profiler (heap_profile.h) at the controller's and groups'
+  // sampling rates: a sampled block comes from its group's sampled arena.
+  // Off by default: at the default rate (512 KiB) sampling made the
+  // mixed-size malloc+free pair of `umemcg-bench alloc` 1.5-2x slower,
+  // more than the sampled allocations' own cost accounts for
+  // (docs/design.md, "The jemalloc arenas in the heap profiler"). Off:
+  // allocations pay one load and a branch for it and nothing is sampled.
+  bool heap_profile = false;
 };
 
 // Turns per-group arenas on for `controller` (one controller per process).

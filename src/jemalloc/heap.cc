@@ -868,6 +868,8 @@ bool NameToMib(const char* name, size_t* mib, size_t n) {
 
 namespace internal {
 
+constinit std::atomic<bool> g_heap_profile{false};
+
 int AllocFlags() {
   if (tls.internal > 0) return 0;
 #ifdef UMEMCG_JEMALLOC_IN_PRELOAD
@@ -1022,6 +1024,9 @@ Status Enable(Controller& controller, HeapOptions options) {
   if (g_bindings == nullptr)
     g_bindings = new std::unordered_map<uint64_t, Binding>();
   g_options = options;
+  // Relaxed: see heap.h.
+  internal::g_heap_profile.store(options.heap_profile,
+                                 std::memory_order_relaxed);
   g_controller = &controller;
   g_observer = std::make_shared<RemovalObserver>();
   controller.AddObserver(g_observer);

@@ -11,6 +11,7 @@
 #ifndef UMEMCG_SRC_JEMALLOC_HEAP_H_
 #define UMEMCG_SRC_JEMALLOC_HEAP_H_
 
+#include <atomic>
 #include <cstddef>
 
 #include "profile/sampler.h"
@@ -23,13 +24,19 @@ int AllocFlags();
 // mallocx / dallocx flags for freeing `p` on the calling thread. A block of
 // a sampled arena (see AllocSampled) drops its sample here.
 int FreeFlags(void* p);
+// HeapOptions::heap_profile of the enabled heap. Stored by Enable before it
+// publishes the heap; loaded relaxed on every routed allocation (a plain
+// load): a thread that reads a stale value only misses or takes a sample.
+extern std::atomic<bool> g_heap_profile;
 // The heap profiler's countdown (profile/sampler.h) for an allocation of
 // `size` bytes with AllocFlags' `flags`: only allocations routed to a
-// group's arena count. One thread-local subtraction and a branch; true:
-// allocate with AllocSampled instead of mallocx.
+// group's arena count, when HeapOptions::heap_profile is on. A load, a
+// thread-local subtraction and two branches; true: allocate with
+// AllocSampled instead of mallocx.
 [[gnu::always_inline]] inline bool SampleNow(int flags, size_t size) {
   // MALLOCX_ARENA(a) is (a + 1) << 20; 0 for the automatic arenas.
   return (static_cast<unsigned>(flags) >> 20) != 0 &&
+         g_heap_profile.load(std::memory_order_relaxed) &&
          profile::CountdownExpired(size);
 }
 // mallocx(size, flags) for an allocation whose countdown expired: when the

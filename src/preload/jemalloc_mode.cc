@@ -215,6 +215,9 @@ size_t JeUsableSize(void* p) { return p == nullptr ? 0 : sallocx(p, 0); }
 bool EnableJemallocHeap(Controller& controller, const char** why) {
   jemalloc::HeapOptions options;
   options.flags = g_charge_flags;
+  // The preload's rate is 0 unless UMEMCG_PROFILE asks for a profile (the
+  // countdown then never expires): the sampler costs a subtraction.
+  options.heap_profile = true;
   Status s = jemalloc::Enable(controller, options);
   if (s.ok()) return true;
   static char reason[256];

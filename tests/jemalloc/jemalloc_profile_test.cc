@@ -138,7 +138,9 @@ class JemallocProfileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ctrl_ = Controller::Create({.charge_group_metadata = false}).value();
-    const Status st = je::Enable(*ctrl_, {});
+    je::HeapOptions options;
+    options.heap_profile = true;
+    const Status st = je::Enable(*ctrl_, options);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   void TearDown() override {
