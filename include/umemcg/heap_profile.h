@@ -4,7 +4,8 @@
 //
 // Sampling. Allocations charged through an objcg by the allocator
 // integrations (MemoryResource, the LD_PRELOAD interposer in both heap
-// modes, libumemcg-jemalloc's per-group arenas, and callers of
+// modes, libumemcg-jemalloc's per-group arenas when HeapOptions::heap_profile
+// asks, and callers of
 // NoteHeapAllocation below) are sampled by bytes: a Poisson process with one
 // point every `rate` bytes on average runs over the bytes each thread
 // allocates, and a block is sampled when a point falls in it (the geometric

@@ -61,8 +61,9 @@
 // to that ancestor), or with none allocates uncharged; memory.stat's
 // heap_arena_shared says so.
 //
-// Heap profile. Allocations routed to a group's arena feed the heap
-// profiler (heap_profile.h): a sampled block comes from the group's second,
+// Heap profile. With HeapOptions::heap_profile (off by default),
+// allocations routed to a group's arena feed the heap profiler
+// (heap_profile.h): a sampled block comes from the group's second,
 // "sampled" arena (made at its first sample, charged to the group through
 // the same hooks, counted in Info, purged and destroyed with the group's
 // arena, not counted in LiveArenas or against max_arenas), so a free tells
