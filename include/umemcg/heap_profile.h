@@ -5,10 +5,9 @@
 // Sampling. Allocations charged through an objcg by the allocator
 // integrations (MemoryResource, the LD_PRELOAD interposer in both heap
 // modes, libumemcg-jemalloc's per-group arenas when HeapOptions::heap_profile
-// asks, and callers of
-// NoteHeapAllocation below) are sampled by bytes: a Poisson process with one
-// point every `rate` bytes on average runs over the bytes each thread
-// allocates, and a block is sampled when a point falls in it (the geometric
+// asks, and callers of NoteHeapAllocation below) are sampled by bytes: a
+// Poisson process with one point every `rate` bytes on average runs over the
+// bytes each thread allocates, and a block is sampled when a point falls in it (the geometric
 // sampling of tcmalloc and jemalloc; a block of s bytes is sampled with
 // probability 1 - exp(-s / rate)). A sampled block records its stack and its
 // owner objcg; its sample is dropped when the block is freed. Cumulative
