@@ -7,13 +7,13 @@
 // modes, libumemcg-jemalloc's per-group arenas when HeapOptions::heap_profile
 // asks, and callers of NoteHeapAllocation below) are sampled by bytes: a
 // Poisson process with one point every `rate` bytes on average runs over the
-// bytes each thread allocates, and a block is sampled when a point falls in it (the geometric
-// sampling of tcmalloc and jemalloc; a block of s bytes is sampled with
-// probability 1 - exp(-s / rate)). A sampled block records its stack and its
-// owner objcg; its sample is dropped when the block is freed. Cumulative
-// counts (every block sampled so far) are kept per call site. The owner is
-// the objcg, so samples follow reparenting as charges do: once a group is
-// removed its samples show in its nearest online ancestor's profile.
+// bytes each thread allocates, and a block is sampled when a point falls in it
+// (the geometric sampling of tcmalloc and jemalloc; a block of s bytes is
+// sampled with probability 1 - exp(-s / rate)). A sampled block records its
+// stack and its owner objcg; its sample is dropped when the block is freed.
+// Cumulative counts (every block sampled so far) are kept per call site. The
+// owner is the objcg, so samples follow reparenting as charges do: once a group
+// is removed its samples show in its nearest online ancestor's profile.
 //
 // The rate is set per controller (default kDefaultHeapProfileRate, 512 KiB,
 // as jemalloc's lg_prof_sample 19) and may be overridden per group (the
