@@ -289,8 +289,8 @@ using internal::ControllerImpl;
 // measure as before (docs/benchmarks.md, "Code placement").
 [[gnu::aligned(64)]] ChargeResult Group::TryCharge(Pages n, ChargeFlags flags) {
   // The heap profiler's page gate (page samples, off by default): one
-  // thread-local subtraction and a branch.
-  if (!profile::PageGateClosed(n.in_bytes())) [[unlikely]] {
+  // relaxed load of a read-mostly flag and a branch.
+  if (!profile::PageGateClosed()) [[unlikely]] {
     return TryChargeSampled(n.raw(), flags, __builtin_return_address(0));
   }
   if (stock_->ConsumeHit(this, n.raw())) return {};
@@ -338,7 +338,7 @@ ChargeResult Group::TryChargeMiss(uint64_t nr, ChargeFlags flags) {
 [[gnu::aligned(64)]] void Group::Uncharge(Pages n) {
   // The countdown runs over uncharged bytes too: a point in them releases
   // page samples of the group (see profile::UnsamplePages).
-  if (!profile::PageGateClosed(n.in_bytes())) [[unlikely]] {
+  if (!profile::PageGateClosed()) [[unlikely]] {
     return UnchargeSampled(n.raw(), /*direct=*/false);
   }
   if (stock_->RefillHit(this, n.raw())) return;
@@ -372,7 +372,7 @@ void Group::UnchargeMiss(uint64_t n) {
 }
 
 void Group::UnchargeDirect(Pages n) {
-  if (!profile::PageGateClosed(n.in_bytes())) [[unlikely]] {
+  if (!profile::PageGateClosed()) [[unlikely]] {
     return UnchargeSampled(n.raw(), /*direct=*/true);
   }
   UnchargeDirectUnsampled(n);

@@ -85,15 +85,13 @@ UMEMCG_EXPORT void SetHeapProfileStackCapture(StackCapture capture);
 // Page charges (Group::TryCharge, Uncharge and UnchargeDirect without a
 // StatItem, and the C API's umemcg_try_charge / umemcg_uncharge /
 // umemcg_uncharge_direct) feed the profiler only when this is on
-// (process-wide; default off; the calling thread sees a change at once,
-// other threads within 64 MiB of their page operations). Off, the page
-// API pays one thread-local subtraction and a branch (and a flag check
-// every 64 MiB of pages); on,
-// each page charge and uncharge counts against the thread's countdown like
-// an allocation, and a sampled one costs a sample (about a microsecond):
-// at the default 512 KiB interval, once every 128 single-page charges.
-// A page charge has no address: its sample joins its group's queue of page
-// samples, and an uncharge whose countdown expired releases the oldest of
+// (process-wide; default off; every thread sees a change at its next page
+// operation). Off, the page API pays one load of a read-mostly flag and a
+// branch; on, each page charge and uncharge counts against the thread's
+// countdown like an allocation, and a sampled one costs a sample (about a
+// microsecond): at the default 512 KiB interval, once every 128 single-page
+// charges. A page charge has no address: its sample joins its group's queue of
+// page samples, and an uncharge whose countdown expired releases the oldest of
 // them worth its estimated bytes (docs/design.md, Heap profiles per group).
 UMEMCG_EXPORT void SetHeapProfilePageCharges(bool on);
 

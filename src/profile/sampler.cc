@@ -55,8 +55,8 @@ namespace profile {
 
 constinit thread_local ThreadSampler tls_sampler
     __attribute__((tls_model("initial-exec")));
-constinit thread_local int64_t tls_page_gate
-    __attribute__((tls_model("initial-exec"))) = 0;
+// Relaxed: see sampler.h.
+constinit std::atomic<bool> g_page_charges{false};
 
 namespace {
 
@@ -755,19 +755,12 @@ void UnsamplePages(ObjCgroup* objcg, uint64_t pages) {
   if (pq.head == pq.tail) pq.credit = 0;  // nothing left to owe against
 }
 
-namespace {
-// SetHeapProfilePageCharges. Relaxed: a thread notices a change at its next
-// page operation (on) or within 64 MiB of page operations (off).
-std::atomic<bool> g_page_charges{false};
-}  // namespace
+namespace {}  // namespace
 
 bool PageGateSlow(uint64_t size) {
-  if (!g_page_charges.load(std::memory_order_relaxed)) {
-    tls_page_gate = kRecheckBytes;
-    return false;
-  }
-  tls_page_gate = -1;  // on: every page operation comes here
-  return CountdownExpired(size);
+  // Relaxed: see sampler.h.
+  return g_page_charges.load(std::memory_order_relaxed) &&
+         CountdownExpired(size);
 }
 
 bool SampleSlow(ObjCgroup* owner, const void* block, uint64_t size,
@@ -881,10 +874,9 @@ Bytes HeapProfileRate(const Group& group) {
 }
 
 void SetHeapProfilePageCharges(bool on) {
+  // Relaxed: see sampler.h (every thread sees it at its next page
+  // operation).
   profile::g_page_charges.store(on, std::memory_order_relaxed);
-  // The calling thread looks again at its next page operation; others
-  // within 64 MiB of theirs.
-  profile::tls_page_gate = -1;
 }
 
 void SetHeapProfileStackCapture(StackCapture capture) {

@@ -15,6 +15,7 @@
 #ifndef UMEMCG_PROFILE_SAMPLER_H_
 #define UMEMCG_PROFILE_SAMPLER_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "umemcg/export.h"
@@ -40,20 +41,18 @@ struct ThreadSampler {
 UMEMCG_EXPORT extern constinit thread_local ThreadSampler tls_sampler
     __attribute__((tls_model("initial-exec")));
 
-// The page API's gate (SetHeapProfilePageCharges): bytes of page charges
-// and uncharges before the thread looks at the switch again; below zero
-// the page operation goes through PageGateSlow. While page samples are on
-// it stays below zero, so every page operation runs the countdown.
-extern constinit thread_local int64_t tls_page_gate
-    __attribute__((tls_model("initial-exec")));
-[[gnu::always_inline]] inline bool PageGateClosed(uint64_t size) {
-  int64_t& g = tls_page_gate;
-  g -= static_cast<int64_t>(size);
-  return __builtin_expect(g >= 0, 1);
+// SetHeapProfilePageCharges's switch, read by the page API's hit paths:
+// one relaxed load of a read-mostly line and a branch, no write. Relaxed:
+// it publishes nothing else; a thread sees a change at its next page
+// operation.
+// Hidden: a direct %rip-relative load, no address computed first.
+extern std::atomic<bool> g_page_charges __attribute__((visibility("hidden")));
+[[gnu::always_inline]] inline bool PageGateClosed() {
+  return __builtin_expect(!g_page_charges.load(std::memory_order_relaxed), 1);
 }
-// After PageGateClosed returned false: whether this page operation counts
-// against the countdown and the countdown expired (then the caller samples
-// it). Re-arms the gate for 64 MiB when page samples are off.
+// After PageGateClosed returned false: whether this page operation's bytes
+// expired the thread's countdown (then the caller samples it); false when
+// the switch went off meanwhile.
 [[gnu::noinline]] bool PageGateSlow(uint64_t size);
 
 // Counts `size` bytes allocated; true when the countdown expired.
